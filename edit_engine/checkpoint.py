@@ -1,0 +1,88 @@
+"""Checkpoint directories: ``config.json``, ``model.safetensors``, ``tokenizer.json``, ``training.json``.
+
+Weights are stored in bf16 (half the bytes; the packaged model stays small) and loaded into the dtype asked
+for. Loading reads local files only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .model import DiffusionLM, ModelConfig
+from .tokenizer import Tokenizer
+
+DEFAULT_DIR = Path(__file__).resolve().parent / "models" / "default"
+FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint directory that cannot be used; the message says why."""
+
+
+@dataclass
+class Checkpoint:
+    model: DiffusionLM
+    tokenizer: Tokenizer
+    path: Path
+    record: dict[str, Any]
+
+
+def save(
+    path: str | Path,
+    model: DiffusionLM,
+    tokenizer: Tokenizer,
+    record: dict[str, Any] | None = None,
+    dtype: torch.dtype = torch.bfloat16,
+) -> Path:
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = {"model_type": "edit-engine-mdlm", **model.cfg.to_dict()}
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    state = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items()}
+    tmp = out / "model.safetensors.tmp"
+    save_file(state, str(tmp))
+    tmp.replace(out / "model.safetensors")
+    tokenizer.save(out / "tokenizer.json")
+    if record is not None:
+        (out / "training.json").write_text(json.dumps(record, indent=2) + "\n")
+    return out
+
+
+def load(
+    path: str | Path | None = None, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> Checkpoint:
+    """Load a checkpoint directory (default: the packaged model)."""
+    d = Path(path) if path is not None else DEFAULT_DIR
+    if not d.is_dir():
+        raise CheckpointError(f"model path {str(d)!r} is not a directory")
+    missing = [f for f in FILES if not (d / f).is_file()]
+    if missing:
+        raise CheckpointError(f"model directory {str(d)!r} lacks {', '.join(missing)}")
+    try:
+        raw = json.loads((d / "config.json").read_text())
+        cfg = ModelConfig.from_dict(raw)
+        tok = Tokenizer.from_file(d / "tokenizer.json")
+        state = load_file(str(d / "model.safetensors"))
+    except Exception as e:  # malformed JSON, truncated safetensors, bad tokenizer
+        raise CheckpointError(f"cannot read model in {str(d)!r}: {e}") from e
+    if tok.vocab_size > cfg.vocab_size:
+        raise CheckpointError(f"tokenizer has {tok.vocab_size} tokens but the model only {cfg.vocab_size}")
+    model = DiffusionLM(cfg)
+    try:
+        model.load_state_dict({k: v.to(dtype) for k, v in state.items()})
+    except RuntimeError as e:
+        raise CheckpointError(f"weights in {str(d)!r} do not match config.json: {e}") from e
+    model.to(device=device, dtype=dtype).eval()
+    rec: dict[str, Any] = {}
+    if (d / "training.json").is_file():
+        try:
+            rec = json.loads((d / "training.json").read_text())
+        except ValueError:
+            rec = {}
+    return Checkpoint(model, tok, d, rec)

@@ -1,0 +1,165 @@
+"""The ``edit-engine`` command: infill, train, and the front ends (serve, lsp) when installed.
+
+Each subcommand parses its flags, makes one call into the library, and prints the result. Errors a user can
+cause (missing file, position outside the file, unreadable model) end with a one-line message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+class UserError(Exception):
+    """A problem with the user's input: printed as one line, exit code 2."""
+
+
+def _command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    def deco(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        _COMMANDS[name] = fn
+        return fn
+
+    return deco
+
+
+# ---------------------------------------------------------------------------------------------------- infill
+def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("infill", help="fill at a cursor position of a file and print the fill")
+    p.add_argument("file", help="source file")
+    p.add_argument("--line", type=int, required=True, help="1-based line of the cursor")
+    p.add_argument("--col", type=int, required=True, help="1-based column of the cursor, in characters")
+    p.add_argument("--end-line", type=int, help="1-based end line of a selection to rewrite")
+    p.add_argument("--end-col", type=int, help="1-based end column of a selection (exclusive)")
+    p.add_argument("--language", help="language id (default: from the file extension)")
+    p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
+    p.add_argument("--max-tokens", type=int, help="longest fill in tokens")
+    p.add_argument("--threshold", type=float, help="confidence needed to commit a token in parallel")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--stream", action="store_true", help="print every refinement pass as it comes")
+
+
+@_command("infill")
+def _infill(a: argparse.Namespace) -> int:
+    from .engine import Engine, language_for_path
+    from .positions import offset_of_line_col
+
+    path = Path(a.file)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {a.file}: {e.strerror or e}") from e
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{a.file} is not valid UTF-8 (byte {e.start})") from e
+    try:
+        offset = offset_of_line_col(text, a.line, a.col)
+        selection = None
+        if a.end_line is not None or a.end_col is not None:
+            if a.end_line is None or a.end_col is None:
+                raise UserError("--end-line and --end-col go together")
+            end = offset_of_line_col(text, a.end_line, a.end_col)
+            if end < offset:
+                raise UserError("the selection ends before it starts")
+            selection = (offset, end)
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    engine = Engine.load(a.model)
+    overrides = {k: v for k, v in (("threshold", a.threshold), ("temperature", a.temperature)) if v is not None}
+    lang = a.language or language_for_path(path)
+    kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, **overrides)
+    if a.stream and not a.json:
+        result = None
+        for p in engine.stream_complete(text, offset, **kw):  # type: ignore[arg-type]
+            tag = "final" if p.final else f"{p.masked} masked"
+            print(f"--- pass {p.index} ({tag})\n{p.text}", flush=True)
+            result = p
+        assert result is not None
+        return 0
+    r = engine.complete(text, offset, **kw)  # type: ignore[arg-type]
+    if a.json:
+        print(json.dumps(r.to_json(text)))
+    else:
+        sys.stdout.write(r.text + ("" if r.text.endswith("\n") else "\n"))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- train
+def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("train", help="train a model (masked diffusion on infill-shaped examples)")
+    p.add_argument("--out", required=True, help="output directory (resume state, checkpoint/, log.jsonl)")
+    p.add_argument("--corpus", nargs="*", default=[], help="source roots (default: stdlib + site-packages)")
+    p.add_argument("--preset", default="small", help="model preset: tiny, small, base, large")
+    p.add_argument("--minutes", type=float, default=0.0, help="wall-clock budget of this run")
+    p.add_argument("--steps", type=int, default=0, help="optimizer steps of this run")
+    p.add_argument("--schedule-minutes", type=float, default=0.0,
+                   help="total minutes the LR schedule spans across resumed runs (default: --minutes)")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1.5e-3)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, or CPUs with native bf16)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from OUT/resume.pt")
+
+
+@_command("train")
+def _train(a: argparse.Namespace) -> int:
+    from .train import TrainConfig, train
+
+    if not a.minutes and not a.steps:
+        raise UserError("give --minutes or --steps")
+    cfg = TrainConfig(out=a.out, preset=a.preset, corpus=tuple(a.corpus), minutes=a.minutes, steps=a.steps,
+                      schedule_minutes=a.schedule_minutes, batch_size=a.batch_size, lr=a.lr, threads=a.threads,
+                      device=a.device, autocast_bf16=a.bf16, seed=a.seed)
+    train(cfg, resume=a.resume)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- main
+_ADDERS = [_add_infill, _add_train]
+
+
+def register(adder: Callable[[argparse._SubParsersAction], None]) -> None:  # type: ignore[type-arg]
+    """Let another module add a subcommand (its handler registers with ``_command``)."""
+    _ADDERS.append(adder)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import cli_extra  # noqa: F401  (registers eval, bench, serve, lsp)
+
+    parser = argparse.ArgumentParser(prog="edit-engine", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in _ADDERS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        return _COMMANDS[a.command](a)
+    except UserError as e:
+        print(f"edit-engine: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        from .checkpoint import CheckpointError
+
+        if isinstance(e, CheckpointError):
+            print(f"edit-engine: error: {e}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""Subcommands that live beside their front end: each module has ``add_parser(sub)`` and registers its handler
+with ``edit_engine.cli._command``. Modules are imported for their argparse code only; their heavy imports
+(FastAPI, pygls) happen inside the handler, so ``edit-engine infill`` starts fast."""
+
+from __future__ import annotations
+
+import importlib
+
+from .cli import register
+
+MODULES = ("edit_engine.eval.cli", "edit_engine.bench_cli", "edit_engine.serve.cli", "lsp.cli")
+
+for _name in MODULES:
+    try:
+        _mod = importlib.import_module(_name)
+    except ModuleNotFoundError as _e:
+        if _e.name and _name.startswith(_e.name):  # the module itself is absent: that front end is not built
+            continue
+        raise
+    register(_mod.add_parser)

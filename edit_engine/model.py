@@ -1,0 +1,281 @@
+"""The masked diffusion transformer, with an attention layout that makes the context cache exact.
+
+A sequence is a *context* (prefix, suffix) and a *canvas* (the hole being filled). Who attends to whom:
+
+    queries \\ keys     prefix      suffix      canvas
+    prefix             causal      -           -
+    suffix             -           all         -
+    canvas             all         all         all
+
+Context keys and values never depend on the canvas, so they are computed once per request
+(``encode_context``) and every denoising pass computes only the canvas rows (``canvas_logits``) against them:
+the cache is exact by construction, unlike Fast-dLLM's approximate one. The prefix is causal, so text typed at
+the cursor only appends to it; the suffix sees only itself.
+
+Positions: prefix token i sits at i, canvas slot j at P + j, suffix token i at P + ``max_canvas`` + i (P = prefix
+length). The suffix's position does not depend on the canvas length, so growing the canvas invalidates nothing.
+Training (``forward``) and serving use the same mask (``layout_mask``) and positions (``layout_positions``).
+
+Architecture: pre-norm transformer, RMSNorm, rotary positions (rotate-half), SwiGLU MLP, tied embeddings.
+Shapes in comments: B batch, T tokens, C canvas slots, L cached keys, D model width, H heads, hd head width.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import kernels
+
+# Token kinds of the layout (an int8 tensor beside the token ids).
+ABSENT, PREFIX, SUFFIX, CANVAS = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the transformer. Presets below; a checkpoint stores its own in ``config.json``."""
+
+    vocab_size: int = 8192  # BPE vocabulary incl. the special tokens (pad=0, mask=1, eos=2)
+    d_model: int = 256  # residual width
+    n_layers: int = 6  # transformer blocks
+    n_heads: int = 4  # attention heads (head width = d_model / n_heads)
+    d_ff: int = 704  # SwiGLU hidden width (about 8/3 * d_model, rounded to 32)
+    max_canvas: int = 256  # suffix starts this many positions after the prefix; also the longest fill
+    max_prefix: int = 1024  # prefix tokens kept (the nearest ones) when serving
+    max_suffix: int = 256  # suffix tokens kept (the nearest ones) when serving
+    rope_theta: float = 10000.0  # rotary base
+    norm_eps: float = 1e-5
+    family: str = field(default="edit-engine")  # checkpoint family tag
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> ModelConfig:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})  # type: ignore[arg-type]
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # For unit tests: random weights, runs in milliseconds.
+    "tiny": ModelConfig(vocab_size=512, d_model=32, n_layers=2, n_heads=2, d_ff=96, max_canvas=64,
+                        max_prefix=256, max_suffix=128),
+    # The packaged default: trained on 2 CPU cores.
+    "small": ModelConfig(d_model=256, n_layers=4, n_heads=4, d_ff=704),
+    # Larger ones for GPU training.
+    "base": ModelConfig(d_model=512, n_layers=8, n_heads=8, d_ff=1376, max_prefix=2048, max_suffix=512),
+    "large": ModelConfig(vocab_size=16384, d_model=768, n_layers=12, n_heads=12, d_ff=2048,
+                         max_prefix=2048, max_suffix=512),
+}
+
+
+def layout_mask(kind: torch.Tensor) -> torch.Tensor:
+    """Boolean attention mask (B, 1, T, T), True = may attend, from token kinds (B, T).
+
+    Prefix tokens must appear in the tensor in position order (causality is by tensor index).
+    An absent (padding) query attends to itself only, so no row is empty.
+    """
+    q = kind.unsqueeze(-1)  # (B, T, 1)
+    k = kind.unsqueeze(-2)  # (B, 1, T)
+    t = kind.shape[-1]
+    idx = torch.arange(t, device=kind.device)
+    causal = idx.unsqueeze(-1) >= idx.unsqueeze(0)  # (T, T)
+    present = k != ABSENT
+    allow = ((q == PREFIX) & (k == PREFIX) & causal) | ((q == SUFFIX) & (k == SUFFIX)) | ((q == CANVAS) & present)
+    allow |= torch.eye(t, dtype=torch.bool, device=kind.device)
+    return allow.unsqueeze(1)
+
+
+def layout_positions(kind: torch.Tensor, max_canvas: int) -> torch.Tensor:
+    """Rotary positions (B, T) from token kinds: prefix 0..P-1, canvas P.., suffix P+max_canvas.."""
+    is_p, is_s, is_c = (kind == PREFIX).long(), (kind == SUFFIX).long(), (kind == CANVAS).long()
+    plen = is_p.sum(-1, keepdim=True)  # (B, 1)
+    pos = (is_p.cumsum(-1) - 1) * is_p
+    pos = pos + (plen + is_c.cumsum(-1) - 1) * is_c
+    pos = pos + (plen + max_canvas + is_s.cumsum(-1) - 1) * is_s
+    return pos
+
+
+class Block(nn.Module):
+    """One transformer block's weights; the norms are applied by the caller (fused with the residual add)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d, f = cfg.d_model, cfg.d_ff
+        self.attn_norm = nn.Parameter(torch.ones(d))
+        self.wqkv = nn.Linear(d, 3 * d, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.mlp_norm = nn.Parameter(torch.ones(d))
+        self.w13 = nn.Linear(d, 2 * f, bias=False)  # gate and up projections, fused
+        self.w2 = nn.Linear(f, d, bias=False)
+
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.w13(x).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * up)
+
+
+@dataclass
+class ContextCache:
+    """Keys and values of the context for every layer, with room for the canvas after them.
+
+    k[i], v[i]: (B, H, L + C_max, hd), context rows [0, L) written once, canvas rows rewritten every pass.
+    key_valid: (B, L + C_max) bool. canvas_start: (B,) int64, the rotary position of canvas slot 0 (= P).
+    """
+
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+    key_valid: torch.Tensor
+    canvas_start: torch.Tensor
+    ctx_len: int
+    capacity: int  # canvas slots allocated after the context
+
+    @property
+    def batch(self) -> int:
+        return int(self.key_valid.shape[0])
+
+
+class DiffusionLM(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.final_norm = nn.Parameter(torch.ones(cfg.d_model))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        std = 0.02
+        nn.init.normal_(self.embed.weight, std=std)
+        for b in self.blocks:
+            assert isinstance(b, Block)
+            nn.init.normal_(b.wqkv.weight, std=std)
+            nn.init.normal_(b.w13.weight, std=std)
+            # Scaled init of the residual projections (GPT-2).
+            nn.init.normal_(b.wo.weight, std=std / math.sqrt(2 * self.cfg.n_layers))
+            nn.init.normal_(b.w2.weight, std=std / math.sqrt(2 * self.cfg.n_layers))
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    # ------------------------------------------------------------------ shared pieces
+    def _qkv(
+        self, b: Block, x: torch.Tensor, pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, D), pos (B, T) -> q, k, v each (B, H, T, hd), rotary applied to q and k."""
+        bsz, t, _ = x.shape
+        h, hd = self.cfg.n_heads, self.cfg.head_dim
+        q, k, v = b.wqkv(x).view(bsz, t, 3, h, hd).unbind(2)  # each (B, T, H, hd)
+        cos, sin = kernels.rotary_tables(pos, hd, self.cfg.rope_theta)  # (B, T, hd/2)
+        q, k = kernels.apply_rotary(q, k, cos.to(x.dtype), sin.to(x.dtype))
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    def _run(
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor,
+        attend: object,
+    ) -> torch.Tensor:
+        """The block stack. ``attend(i, q, k, v) -> (B, H, T, hd)`` does layer i's attention."""
+        eps = self.cfg.norm_eps
+        res = x
+        h = kernels.rms_norm(x, self.blocks[0].attn_norm, eps)
+        nblocks = len(self.blocks)
+        for i, b in enumerate(self.blocks):
+            assert isinstance(b, Block)
+            q, k, v = self._qkv(b, h, pos)
+            a = attend(i, q, k, v)  # type: ignore[operator]
+            a = b.wo(a.transpose(1, 2).reshape(x.shape))
+            h, res = kernels.add_rms_norm(res, a, b.mlp_norm, eps)
+            nxt = self.blocks[i + 1].attn_norm if i + 1 < nblocks else self.final_norm
+            h, res = kernels.add_rms_norm(res, b.mlp(h), nxt, eps)  # type: ignore[arg-type]
+        return h
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """Tied output head: (..., D) -> (..., V)."""
+        return F.linear(h, self.embed.weight)
+
+    # ------------------------------------------------------------------ training / reference: full forward
+    def forward(self, tokens: torch.Tensor, kind: torch.Tensor) -> torch.Tensor:
+        """Full recompute. tokens, kind: (B, T) -> final hidden states (B, T, D).
+
+        Used for training and by the reference sampler. The mask and positions follow from ``kind``.
+        """
+        mask = layout_mask(kind)
+        pos = layout_positions(kind, self.cfg.max_canvas)
+
+        def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+        return self._run(self.embed(tokens), pos, attend)
+
+    # ------------------------------------------------------------------ serving: context once, canvas per pass
+    @torch.no_grad()
+    def encode_context(
+        self, prefixes: list[list[int]], suffixes: list[list[int]], capacity: int
+    ) -> ContextCache:
+        """Run the context once and keep its keys/values, with room for ``capacity`` canvas slots.
+
+        Prefixes are left-padded and suffixes right-padded to common lengths; padding is masked out.
+        """
+        bsz = len(prefixes)
+        pl = max((len(p) for p in prefixes), default=0)
+        sl = max((len(s) for s in suffixes), default=0)
+        L = pl + sl
+        dev = self.device
+        tokens = torch.zeros(bsz, L, dtype=torch.long)
+        kind = torch.zeros(bsz, L, dtype=torch.int8)
+        for r, (p, s) in enumerate(zip(prefixes, suffixes, strict=True)):
+            if p:
+                tokens[r, pl - len(p) : pl] = torch.tensor(p)
+                kind[r, pl - len(p) : pl] = PREFIX
+            if s:
+                tokens[r, pl : pl + len(s)] = torch.tensor(s)
+                kind[r, pl : pl + len(s)] = SUFFIX
+        tokens, kind = tokens.to(dev), kind.to(dev)
+        canvas_start = (kind == PREFIX).sum(-1).long()  # (B,)
+        dtype = self.embed.weight.dtype
+        h, hd = self.cfg.n_heads, self.cfg.head_dim
+        ks = [torch.zeros(bsz, h, L + capacity, hd, device=dev, dtype=dtype) for _ in self.blocks]
+        vs = [torch.zeros(bsz, h, L + capacity, hd, device=dev, dtype=dtype) for _ in self.blocks]
+        key_valid = torch.ones(bsz, L + capacity, dtype=torch.bool, device=dev)
+        key_valid[:, :L] = kind != ABSENT
+        if L > 0:
+            mask = layout_mask(kind)
+            pos = layout_positions(kind, self.cfg.max_canvas)
+
+            def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+                ks[i][:, :, :L] = k
+                vs[i][:, :, :L] = v
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+            self._run(self.embed(tokens), pos, attend)
+        return ContextCache(ks, vs, key_valid, canvas_start, L, capacity)
+
+    @torch.no_grad()
+    def canvas_logits(self, canvas: torch.Tensor, cache: ContextCache) -> torch.Tensor:
+        """One denoising pass: canvas tokens (B, C) -> logits (B, C, V), against the cached context."""
+        bsz, c = canvas.shape
+        if c > cache.capacity:
+            raise ValueError(f"canvas of {c} slots exceeds the cache's capacity {cache.capacity}")
+        L = cache.ctx_len
+        pos = cache.canvas_start.unsqueeze(-1) + torch.arange(c, device=canvas.device)  # (B, C)
+        valid = cache.key_valid[:, : L + c]
+
+        def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            cache.k[i][:, :, L : L + c] = k
+            cache.v[i][:, :, L : L + c] = v
+            return kernels.canvas_attention(q, cache.k[i][:, :, : L + c], cache.v[i][:, :, : L + c], valid)
+
+        return self.head(self._run(self.embed(canvas), pos, attend))

@@ -1,0 +1,68 @@
+"""JSON-RPC method names, error codes and message shapes shared by the language server and the websocket server.
+
+One place for the wire format so the two front ends cannot drift apart. Keys are camelCase; none is a Python
+keyword (a pass is ``passIndex``, never ``pass``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Methods
+INFILL = "editEngine/infill"  # request: fill at a position / range; answered with an InfillResponse
+PASS = "editEngine/pass"  # notification: one refinement pass of a request in flight
+CANCEL = "$/cancelRequest"  # notification: {id}
+ACCEPTED = "editEngine/accepted"  # notification from the client: telemetry (accept / partial accept)
+
+# JSON-RPC error codes (JSON-RPC 2.0 and LSP)
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+SERVER_OVERLOADED = -32001  # a limit was hit (queue, in-flight, size); retry later
+REQUEST_CANCELLED = -32800  # LSP RequestCancelled
+CONTENT_MODIFIED = -32801  # LSP ContentModified: the request's document version is stale
+
+STOP_REASONS = ("complete", "length", "cancelled")
+
+
+def pass_params(
+    request_id: int | str,
+    pass_index: int,
+    final: bool,
+    text: str,
+    masked: int,
+    *,
+    uri: str | None = None,
+    version: int | None = None,
+    range_: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Params of an ``editEngine/pass`` notification. ``text`` replaces the whole range (a snapshot)."""
+    out: dict[str, Any] = {"requestId": request_id, "passIndex": pass_index, "final": final, "text": text,
+                           "masked": masked}
+    if uri is not None:
+        out["uri"] = uri
+    if version is not None:
+        out["version"] = version
+    if range_ is not None:
+        out["range"] = range_
+    return out
+
+
+def infill_response(
+    text: str, passes: int, nfe: int, elapsed_ms: float, stop_reason: str, *,
+    range_: dict[str, Any] | None = None, version: int | None = None,
+) -> dict[str, Any]:
+    """Result of an ``editEngine/infill`` request."""
+    out: dict[str, Any] = {"text": text, "passes": passes, "nfe": nfe, "elapsedMs": round(elapsed_ms, 2),
+                           "stopReason": stop_reason}
+    if range_ is not None:
+        out["range"] = range_
+    if version is not None:
+        out["version"] = version
+    return out
+
+
+def lsp_range(start: tuple[int, int], end: tuple[int, int]) -> dict[str, Any]:
+    return {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}}

@@ -1,0 +1,95 @@
+"""The training corpus: Python source on this machine (standard library and installed packages).
+
+Reproducible from a command: the file list is every ``*.py`` under the given roots (default: the base
+interpreter's standard library directory, which contains its site-packages), sorted, filtered by size, split
+into train/validation by a hash of the path relative to its root. Paths under any ``benchmarks`` folder of the
+project's ``shared/`` directory are never included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+MIN_BYTES = 200
+MAX_BYTES = 300_000
+VAL_PERCENT = 2
+
+
+def default_roots() -> list[Path]:
+    return [Path(sysconfig.get_paths()["stdlib"])]
+
+
+def _excluded(path: Path) -> bool:
+    parts = path.parts
+    return "benchmarks" in parts and "shared" in parts
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    path: Path
+    rel: str  # path relative to its root (what the split hashes)
+    size: int
+    group: str  # top-level package or stdlib module, for balancing
+
+    @property
+    def split(self) -> str:
+        h = int(hashlib.sha1(self.rel.encode()).hexdigest()[:8], 16)
+        return "val" if h % 100 < VAL_PERCENT else "train"
+
+
+def list_files(roots: list[Path] | None = None) -> list[CorpusFile]:
+    out: list[CorpusFile] = []
+    for root in roots or default_roots():
+        root = root.resolve()
+        if _excluded(root):
+            raise ValueError(f"refusing to train on evaluation data: {root}")
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            d = Path(dirpath)
+            if _excluded(d):
+                dirnames[:] = []
+                continue
+            for name in sorted(filenames):
+                if not name.endswith(".py"):
+                    continue
+                p = d / name
+                try:
+                    size = p.stat().st_size
+                except OSError:
+                    continue
+                if not MIN_BYTES <= size <= MAX_BYTES:
+                    continue
+                rel = str(p.relative_to(root))
+                parts = rel.split(os.sep)
+                group = parts[1] if parts[0] == "site-packages" and len(parts) > 1 else "stdlib"
+                out.append(CorpusFile(p, rel, size, group))
+    return out
+
+
+def read_text(f: CorpusFile) -> str | None:
+    try:
+        return f.path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def sampling_weights(files: list[CorpusFile], max_group_share: float = 0.12) -> list[float]:
+    """Per-file weights ∝ size, with no package group above ``max_group_share`` of the total."""
+    by_group: dict[str, float] = {}
+    for f in files:
+        by_group[f.group] = by_group.get(f.group, 0.0) + f.size
+    total = sum(by_group.values())
+    cap = max_group_share * total
+    scale = {g: min(1.0, cap / s) for g, s in by_group.items()}
+    return [f.size * scale[f.group] for f in files]
+
+
+def manifest_digest(files: list[CorpusFile]) -> str:
+    h = hashlib.sha1()
+    for f in files:
+        h.update(f"{f.rel}\t{f.size}\n".encode())
+    return h.hexdigest()[:16]

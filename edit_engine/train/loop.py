@@ -1,0 +1,294 @@
+"""``edit-engine train``: masked-diffusion training on infill-shaped examples, with checkpoints and resume.
+
+Objective (MDLM, Sahoo et al. 2024, eq. 10; LLaDA, Nie et al. 2025, eq. 3): draw t ~ U(t_min, 1] per example,
+mask each canvas slot with probability t, and minimise the cross-entropy on masked slots weighted by 1/t,
+normalised by the number of canvas slots. Pad (empty) slots are ordinary targets: the canvas bucket is the
+smallest that holds the hole (sometimes a larger one), so pads are a minority and cannot swamp the loss, and the
+model learns where a fill ends.
+
+An auxiliary next-token loss on the causal prefix rows (weight ``ar_weight``) supervises every context token, so
+the context representations the canvas reads are trained densely, not only through the few canvas slots.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .. import checkpoint
+from ..model import DiffusionLM, ModelConfig, PRESETS
+from ..tokenizer import Tokenizer
+from . import corpus
+from .data import Batch, Example, collate, make_example
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    out: str  # output directory: resume state, checkpoint, log
+    preset: str = "small"  # model preset (edit_engine.model.PRESETS)
+    corpus: tuple[str, ...] = ()  # source roots; empty = the standard library + site-packages
+    minutes: float = 0.0  # wall-clock budget of this run (0 = use steps)
+    steps: int = 0  # optimizer steps of this run (0 = use minutes)
+    batch_size: int = 16
+    train_prefix: int = 256  # prefix tokens per example
+    train_suffix: int = 96  # suffix tokens per example
+    lr: float = 1.5e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 200
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    ar_weight: float = 0.5
+    schedule_minutes: float = 0.0  # total planned minutes across resumed runs for the LR schedule (0 = minutes)
+    vocab_size: int = 8192
+    tokenizer_mb: float = 24.0  # megabytes of corpus text to train the tokenizer on
+    seed: int = 0
+    threads: int = 0  # torch threads (0 = leave torch's default)
+    autocast_bf16: bool = False  # measured slower on AVX2-only CPUs; useful on CUDA / AMX
+    save_every_min: float = 5.0
+    eval_every_min: float = 10.0
+    device: str = "cpu"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ExampleStream:
+    """Random infill examples from corpus files (weighted by size, capped per package)."""
+
+    def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int) -> None:
+        self.files = files
+        self.weights = corpus.sampling_weights(files)
+        self.tok = tok
+        self.cfg = cfg
+        self.rng = random.Random(seed)
+        self._cache: dict[Path, str] = {}
+
+    def _text(self, f: corpus.CorpusFile) -> str | None:
+        t = self._cache.get(f.path)
+        if t is None:
+            t = corpus.read_text(f)
+            if t is None:
+                return None
+            if len(self._cache) > 4000:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[f.path] = t
+        return t
+
+    def next(self) -> Example:
+        while True:
+            f = self.rng.choices(self.files, weights=self.weights)[0]
+            text = self._text(f)
+            if not text:
+                continue
+            ex = make_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix)
+            if ex is not None:
+                return ex
+
+    def batch(self, n: int) -> Batch:
+        return collate([self.next() for _ in range(n)], self.tok, self.rng)
+
+
+def losses(model: DiffusionLM, b: Batch, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(canvas diffusion loss, prefix next-token loss) of one batch; logits only for supervised rows."""
+    tokens, kind = b.tokens.to(device), b.kind.to(device)
+    h = model(tokens, kind)  # (B, T, D)
+    sel = b.targets.to(device) != -100
+    logits = model.head(h[sel]).float()  # (N, V)
+    ce = F.cross_entropy(logits, b.targets.to(device)[sel], reduction="none")
+    diff = (ce * b.weights.to(device)[sel]).sum() / max(1, b.n_canvas)
+    asel = b.ar_targets.to(device) != -100
+    if bool(asel.any()):
+        ar = F.cross_entropy(model.head(h[asel]).float(), b.ar_targets.to(device)[asel])
+    else:
+        ar = torch.zeros((), device=device)
+    return diff, ar
+
+
+@torch.no_grad()
+def evaluate(model: DiffusionLM, batches: list[Batch], device: str) -> dict[str, float]:
+    """Validation figures: diffusion loss, prefix next-token loss, masked-token CE (unweighted), and the
+    context gap (masked-token CE with every example's context swapped for another's minus with its own)."""
+    model.eval()
+    d_tot = a_tot = ce_real = ce_shuf = 0.0
+    for b in batches:
+        d, a = losses(model, b, device)
+        d_tot += float(d)
+        a_tot += float(a)
+        ce_real += _masked_ce(model, b, device)
+        ce_shuf += _masked_ce(model, _shuffle_context(b), device)
+    model.train()
+    n = len(batches)
+    return {
+        "val_diffusion": d_tot / n,
+        "val_ar": a_tot / n,
+        "val_masked_ce": ce_real / n,
+        "val_masked_ce_shuffled": ce_shuf / n,
+        "context_gap": (ce_shuf - ce_real) / n,
+    }
+
+
+def _masked_ce(model: DiffusionLM, b: Batch, device: str) -> float:
+    h = model(b.tokens.to(device), b.kind.to(device))
+    sel = b.targets.to(device) != -100
+    return float(F.cross_entropy(model.head(h[sel]).float(), b.targets.to(device)[sel]))
+
+
+def _shuffle_context(b: Batch) -> Batch:
+    """Give every row the context (prefix and suffix columns) of the next row; keep its own canvas."""
+    from ..model import CANVAS
+
+    tokens, kind = b.tokens.clone(), b.kind.clone()
+    ctx = b.kind != CANVAS
+    rolled_t, rolled_k = b.tokens.roll(1, 0), b.kind.roll(1, 0)
+    tokens[ctx] = rolled_t[ctx]
+    kind[ctx] = rolled_k[ctx]
+    return Batch(tokens, kind, b.targets, b.weights, b.ar_targets, b.n_canvas)
+
+
+def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    p = min(1.0, max(0.0, progress))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def _tokenizer(cfg: TrainConfig, files: list[corpus.CorpusFile], out: Path) -> Tokenizer:
+    path = out / "tokenizer.json"
+    if path.is_file():
+        return Tokenizer.from_file(path)
+    rng = random.Random(cfg.seed)
+    pool = [f for f in files if f.split == "train"]
+    weights = corpus.sampling_weights(pool)
+    budget = int(cfg.tokenizer_mb * 1e6)
+    texts: list[str] = []
+    got = 0
+    while got < budget:
+        t = corpus.read_text(rng.choices(pool, weights=weights)[0])
+        if t:
+            texts.append(t)
+            got += len(t)
+    tok = Tokenizer.train(texts, vocab_size=cfg.vocab_size)
+    tok.save(path)
+    return tok
+
+
+def _log(out: Path, row: dict[str, Any]) -> None:
+    with open(out / "log.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def train(cfg: TrainConfig, resume: bool = False) -> Path:
+    """Run training; returns the checkpoint directory (``out/checkpoint``)."""
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    roots = [Path(p) for p in cfg.corpus] or corpus.default_roots()
+    files = corpus.list_files(roots)
+    if not files:
+        raise SystemExit(f"no .py files under {', '.join(map(str, roots))}")
+    tok = _tokenizer(cfg, files, out)
+    mcfg = PRESETS[cfg.preset]
+    if mcfg.vocab_size < tok.vocab_size:
+        raise SystemExit(f"preset {cfg.preset} has vocab {mcfg.vocab_size} < tokenizer {tok.vocab_size}")
+    torch.manual_seed(cfg.seed)
+    model = DiffusionLM(mcfg).to(cfg.device)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=(0.9, 0.95),
+    )
+    state_path = out / "resume.pt"
+    step, tokens_seen, elapsed_prev = 0, 0, 0.0
+    history: list[dict[str, Any]] = []
+    if resume and state_path.is_file():
+        st = torch.load(state_path, map_location=cfg.device, weights_only=False)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step, tokens_seen, elapsed_prev = st["step"], st["tokens_seen"], st["elapsed"]
+        history = st.get("history", [])
+        print(f"resumed at step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min", file=sys.stderr)
+    train_files = [f for f in files if f.split == "train"]
+    val_files = [f for f in files if f.split == "val"]
+    stream = ExampleStream(train_files, tok, cfg, seed=cfg.seed * 1000 + step)
+    val_stream = ExampleStream(val_files, tok, cfg, seed=12345)
+    val_batches = [val_stream.batch(cfg.batch_size) for _ in range(4)]
+    budget_s = cfg.minutes * 60 if cfg.minutes > 0 else float("inf")
+    sched_s = (cfg.schedule_minutes or cfg.minutes) * 60
+    start_step = step
+    t0 = time.time()
+    last_save = last_eval = t0
+    model.train()
+    record_base = {
+        "command": " ".join(["edit-engine", "train", *sys.argv[2:]]) if len(sys.argv) > 1 else "",
+        "config": asdict(cfg),
+        "model": mcfg.to_dict(),
+        "parameters": model.num_parameters(),
+        "corpus": {"roots": [str(r) for r in roots], "files": len(files), "train_files": len(train_files),
+                   "val_files": len(val_files), "manifest": corpus.manifest_digest(files)},
+    }
+
+    def snapshot(final: bool = False) -> None:
+        elapsed = elapsed_prev + time.time() - t0
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                    "tokens_seen": tokens_seen, "elapsed": elapsed, "history": history,
+                    "config": asdict(cfg)}, out / "resume.pt.tmp")
+        os.replace(out / "resume.pt.tmp", state_path)
+        rec = {**record_base, "step": step, "tokens_seen": tokens_seen, "wall_minutes": elapsed / 60,
+               "history": history, "final": final}
+        checkpoint.save(out / "checkpoint", model, tok, rec)
+
+    while True:
+        now = time.time()
+        if cfg.steps and step - start_step >= cfg.steps:
+            break
+        if now - t0 >= budget_s:
+            break
+        progress = (elapsed_prev + now - t0) / sched_s if sched_s > 0 else (step / max(1, cfg.steps))
+        lr = lr_at(cfg, step, progress)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        b = stream.batch(cfg.batch_size)
+        with torch.autocast("cpu" if cfg.device == "cpu" else "cuda", dtype=torch.bfloat16,
+                            enabled=cfg.autocast_bf16):
+            diff, ar = losses(model, b, cfg.device)
+            loss = diff + cfg.ar_weight * ar
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        tokens_seen += int((b.kind != 0).sum())
+        el = elapsed_prev + time.time() - t0
+        if step % 10 == 0:
+            tps = (tokens_seen) / max(el, 1e-9)
+            print(f"\rstep {step} loss {float(diff):.3f} ar {float(ar):.3f} gn {float(gn):.2f} lr {lr:.2e} "
+                  f"{tps:,.0f} tok/s {el / 60:.1f} min", end="", file=sys.stderr, flush=True)
+            _log(out, {"step": step, "diff": float(diff), "ar": float(ar), "lr": lr, "tokens": tokens_seen,
+                       "minutes": el / 60})
+        if time.time() - last_eval >= cfg.eval_every_min * 60:
+            ev = evaluate(model, val_batches, cfg.device)
+            history.append({"step": step, "tokens": tokens_seen, "minutes": el / 60, **ev})
+            _log(out, {"eval": True, **history[-1]})
+            print(f"\n[eval] step {step} " + " ".join(f"{k}={v:.3f}" for k, v in ev.items()), file=sys.stderr)
+            last_eval = time.time()
+        if time.time() - last_save >= cfg.save_every_min * 60:
+            snapshot()
+            last_save = time.time()
+    ev = evaluate(model, val_batches, cfg.device)
+    history.append({"step": step, "tokens": tokens_seen, "minutes": (elapsed_prev + time.time() - t0) / 60, **ev})
+    _log(out, {"eval": True, **history[-1]})
+    snapshot(final=True)
+    print(f"\ndone: step {step}, {tokens_seen:,} tokens; checkpoint in {out / 'checkpoint'}", file=sys.stderr)
+    return out / "checkpoint"
+
+

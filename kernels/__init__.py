@@ -1,0 +1,29 @@
+"""Hot-path ops of the denoising pass: each a Triton kernel with a plain PyTorch twin.
+
+The twin is the CPU path and the test oracle; ``kernels.dispatch`` picks one (``EDIT_ENGINE_KERNELS``).
+Imported by the model and the sampler only.
+"""
+
+from .attention import canvas_attention, canvas_attention_ref
+from .commit import commit_step, commit_step_ref, token_stats_ref
+from .dispatch import backend, triton_available, use_triton
+from .rmsnorm import add_rms_norm, add_rms_norm_ref, rms_norm, rms_norm_ref
+from .rotary import apply_rotary, apply_rotary_ref, rotary_tables
+
+__all__ = [
+    "add_rms_norm",
+    "add_rms_norm_ref",
+    "apply_rotary",
+    "apply_rotary_ref",
+    "backend",
+    "canvas_attention",
+    "canvas_attention_ref",
+    "commit_step",
+    "commit_step_ref",
+    "rms_norm",
+    "rms_norm_ref",
+    "rotary_tables",
+    "token_stats_ref",
+    "triton_available",
+    "use_triton",
+]

@@ -1,0 +1,98 @@
+"""The fused commit step of a denoising pass.
+
+From the canvas logits, for every masked position: the chosen token (arg-max, or a token the caller sampled),
+its probability, and a score (``confidence`` = p(token), ``margin`` = p1 - p2, ``entropy`` = exp(-H), all in
+[0, 1], larger = surer). Then the threshold commit of Fast-dLLM (Wu et al. 2025, "Fast-dLLM", Sec. 3.2):
+commit every masked position whose score clears ``threshold``; at least ``min_commit`` per row (the best ones)
+and at most ``max_commit`` (0 = no ceiling). Tokens and mask are written in place.
+
+Shapes: logits (B, C, V) any float dtype; tokens (B, C) int64; masked (B, C) bool; choice (B, C) int64 or None.
+Returns (score (B, C) fp32 with -1 at unmasked positions, committed (B, C) bool).
+No host synchronisation: everything stays a tensor.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .dispatch import use_triton
+
+SCORES = ("confidence", "margin", "entropy")
+
+
+def token_stats_ref(
+    logits: torch.Tensor, score: str = "confidence", choice: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen token (B, C) int64, score (B, C) fp32) of every position, masked or not."""
+    if score not in SCORES:
+        raise ValueError(f"score={score!r}; expected one of {SCORES}")
+    lf = logits.float()
+    lse = torch.logsumexp(lf, dim=-1)  # (B, C)
+    if choice is None:
+        top, idx = lf.max(dim=-1)
+    else:
+        idx = choice
+        top = lf.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+    p1 = torch.exp(top - lse)
+    if score == "confidence":
+        s = p1
+    elif score == "margin":
+        two = lf.topk(2, dim=-1).values
+        s = torch.exp(two[..., 0] - lse) - torch.exp(two[..., 1] - lse)
+        if choice is not None:  # margin of the chosen token over the best other one
+            s = p1 - torch.exp(torch.where(two[..., 0] == top, two[..., 1], two[..., 0]) - lse)
+    else:
+        logp = lf - lse.unsqueeze(-1)
+        ent = -(logp.exp() * logp).sum(-1)
+        s = torch.exp(-ent)
+    return idx, s
+
+
+def commit_mask_ref(
+    s: torch.Tensor, masked: torch.Tensor, threshold: float, min_commit: int = 1, max_commit: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which masked positions to commit. Returns (score with -1 off the mask, committed bool)."""
+    s = torch.where(masked, s, torch.full_like(s, -1.0))
+    # Rank of each position in its row by score, best first (ties: lower index first).
+    order = torch.sort(s, dim=-1, descending=True, stable=True).indices
+    rank = torch.empty_like(order)
+    rank.scatter_(-1, order, torch.arange(s.shape[-1], device=s.device).expand_as(order))
+    commit = masked & ((s >= threshold) | (rank < min_commit))
+    if max_commit > 0:
+        commit &= rank < max_commit
+    return s, commit
+
+
+def commit_step_ref(
+    logits: torch.Tensor,
+    tokens: torch.Tensor,
+    masked: torch.Tensor,
+    threshold: float,
+    score: str = "confidence",
+    min_commit: int = 1,
+    max_commit: int = 0,
+    choice: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PyTorch twin of the fused commit step (writes ``tokens`` and ``masked`` in place)."""
+    idx, s = token_stats_ref(logits, score, choice)
+    s, commit = commit_mask_ref(s, masked, threshold, min_commit, max_commit)
+    tokens.copy_(torch.where(commit, idx, tokens))
+    masked.copy_(masked & ~commit)
+    return s, commit
+
+
+def commit_step(
+    logits: torch.Tensor,
+    tokens: torch.Tensor,
+    masked: torch.Tensor,
+    threshold: float,
+    score: str = "confidence",
+    min_commit: int = 1,
+    max_commit: int = 0,
+    choice: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if use_triton(logits):
+        from ._triton_commit import commit_step_triton
+
+        return commit_step_triton(logits, tokens, masked, threshold, score, min_commit, max_commit, choice)
+    return commit_step_ref(logits, tokens, masked, threshold, score, min_commit, max_commit, choice)

@@ -1,0 +1,46 @@
+"""Choose between a Triton kernel and its PyTorch twin.
+
+``EDIT_ENGINE_KERNELS`` selects the backend: ``auto`` (default: Triton on CUDA tensors when Triton imports,
+the PyTorch twin everywhere else), ``torch`` (always the twin) or ``triton`` (always Triton; on CPU tensors
+this needs ``TRITON_INTERPRET=1``). Triton is imported lazily so the CPU install never needs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+_VALID = ("auto", "torch", "triton")
+
+
+def backend() -> str:
+    value = os.environ.get("EDIT_ENGINE_KERNELS", "auto").strip().lower()
+    if value not in _VALID:
+        raise ValueError(f"EDIT_ENGINE_KERNELS={value!r}; expected one of {_VALID}")
+    return value
+
+
+@functools.lru_cache(maxsize=1)
+def triton_available() -> bool:
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def use_triton(t: torch.Tensor) -> bool:
+    """True when the op on tensor ``t`` should run the Triton kernel."""
+    choice = backend()
+    if choice == "torch":
+        return False
+    if choice == "triton":
+        if not triton_available():
+            raise RuntimeError("EDIT_ENGINE_KERNELS=triton but triton is not installed (pip install triton)")
+        if not t.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError("EDIT_ENGINE_KERNELS=triton on CPU tensors needs TRITON_INTERPRET=1")
+        return True
+    return t.is_cuda and triton_available()

@@ -1,0 +1,51 @@
+"""Shared fixtures: a tiny random model for unit tests, and the packaged model for end-to-end tests."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import random
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+# Tests share two cores with whatever else runs; one thread keeps them predictable.
+torch.set_num_threads(int(os.environ.get("EDIT_ENGINE_TEST_THREADS", "1")))
+
+from edit_engine import checkpoint  # noqa: E402
+from edit_engine.engine import Engine  # noqa: E402
+from edit_engine.model import PRESETS, DiffusionLM  # noqa: E402
+from edit_engine.tokenizer import Tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer() -> Tokenizer:
+    texts = [inspect.getsource(m) for m in (random, json.decoder, textwrap)]
+    return Tokenizer.train(texts, vocab_size=PRESETS["tiny"].vocab_size)
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> DiffusionLM:
+    torch.manual_seed(0)
+    return DiffusionLM(PRESETS["tiny"]).eval()
+
+
+@pytest.fixture()
+def tiny_engine(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> Engine:
+    return Engine(tiny_model, tiny_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_model: DiffusionLM,
+                    tiny_tokenizer: Tokenizer) -> Path:
+    d = tmp_path_factory.mktemp("tiny-ckpt")
+    checkpoint.save(d, tiny_model, tiny_tokenizer, {"note": "random weights, tests only"}, dtype=torch.float32)
+    return d
+
+
+@pytest.fixture(scope="session")
+def packaged_engine() -> Engine:
+    return Engine.load()
