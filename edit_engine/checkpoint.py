@@ -58,6 +58,11 @@ def load(
     path: str | Path | None = None, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> Checkpoint:
     """Load a checkpoint directory (default: the packaged model)."""
+    from . import hf  # open checkpoints (Dream, LLaDA, ...): a config.json that is not ours, or a hub id
+
+    if hf.is_open_checkpoint(path):
+        assert path is not None
+        return hf.load(path, device=device, dtype=dtype)
     d = Path(path) if path is not None else DEFAULT_DIR
     if not d.is_dir():
         raise CheckpointError(f"model path {str(d)!r} is not a directory")

@@ -43,6 +43,9 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--stream", action="store_true", help="print every refinement pass as it comes")
+    p.add_argument("--mode", choices=("insert", "rewrite"), default="insert",
+                   help="rewrite: refine the selected text instead of filling it from scratch")
+    p.add_argument("--no-repair", action="store_true", help="skip re-masking fills that do not parse")
 
 
 @_command("infill")
@@ -74,7 +77,8 @@ def _infill(a: argparse.Namespace) -> int:
     engine = Engine.load(a.model)
     overrides = {k: v for k, v in (("threshold", a.threshold), ("temperature", a.temperature)) if v is not None}
     lang = a.language or language_for_path(path)
-    kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, **overrides)
+    kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
+              repair=not a.no_repair, **overrides)
     if a.stream and not a.json:
         result = None
         for p in engine.stream_complete(text, offset, **kw):  # type: ignore[arg-type]
@@ -124,7 +128,7 @@ def _train(a: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------- main
-_ADDERS = [_add_infill, _add_train]
+_ADDERS: list[Callable[[argparse._SubParsersAction], None]] = [_add_infill, _add_train]  # type: ignore[type-arg]
 
 
 def register(adder: Callable[[argparse._SubParsersAction], None]) -> None:  # type: ignore[type-arg]
@@ -162,4 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main: subcommands registered by cli_extra live in that module, not in __main__.
+    from edit_engine.cli import main as _main
+
+    sys.exit(_main())

@@ -23,6 +23,7 @@ Shapes in comments: B batch, T tokens, C canvas slots, L cached keys, D model wi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 
 import torch
@@ -185,21 +186,19 @@ class DiffusionLM(nn.Module):
         self,
         x: torch.Tensor,
         pos: torch.Tensor,
-        attend: object,
+        attend: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
     ) -> torch.Tensor:
         """The block stack. ``attend(i, q, k, v) -> (B, H, T, hd)`` does layer i's attention."""
         eps = self.cfg.norm_eps
+        blocks = [b for b in self.blocks if isinstance(b, Block)]
+        norms = [b.attn_norm for b in blocks[1:]] + [self.final_norm]  # the norm after each block
         res = x
-        h = kernels.rms_norm(x, self.blocks[0].attn_norm, eps)
-        nblocks = len(self.blocks)
-        for i, b in enumerate(self.blocks):
-            assert isinstance(b, Block)
+        h = kernels.rms_norm(x, blocks[0].attn_norm, eps)
+        for i, b in enumerate(blocks):
             q, k, v = self._qkv(b, h, pos)
-            a = attend(i, q, k, v)  # type: ignore[operator]
-            a = b.wo(a.transpose(1, 2).reshape(x.shape))
+            a = b.wo(attend(i, q, k, v).transpose(1, 2).reshape(x.shape))
             h, res = kernels.add_rms_norm(res, a, b.mlp_norm, eps)
-            nxt = self.blocks[i + 1].attn_norm if i + 1 < nblocks else self.final_norm
-            h, res = kernels.add_rms_norm(res, b.mlp(h), nxt, eps)  # type: ignore[arg-type]
+            h, res = kernels.add_rms_norm(res, b.mlp(h), norms[i], eps)
         return h
 
     def head(self, h: torch.Tensor) -> torch.Tensor:

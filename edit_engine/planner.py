@@ -1,21 +1,32 @@
-"""From a document and a cursor (or selection) to the span to fill and the canvas to start with.
+"""From a document and a cursor (or selection) to the span to fill, the canvas to start with, and how to
+finish the fill (``postprocess.finish``) and check it (``repair``).
 
-This is the line-based planner: it works for every language. Syntax-aware planning (tree-sitter) refines it
-per language where a grammar is installed.
+Every language gets the line-based rules; where a grammar is installed (``grammars/<language>/``) the syntax
+tree refines them: comments and strings are recognised, a cursor inside brackets fills only up to the
+enclosing construct's closer, and statement indentation comes from the enclosing block.
 
 Span kinds:
 - ``selection``: rewrite exactly the selection.
+- ``comment`` / ``string``: the cursor is inside a comment or a string: plain text continuing that line (cut
+  at the string's closing quote or a block comment's ``*/``). Not checked by the parser.
+- ``in_brackets``: code follows the cursor on its line and the cursor is inside a bracketed construct that
+  closes on this line (``max(|)``): a single-line fill; the span runs to the closer when only blanks lie
+  between, and the fill may not close the construct itself.
 - ``in_line``: code follows the cursor on its line; fill between (single line).
 - ``rest_of_line``: the cursor ends a non-empty line; complete the line (single line).
-- ``block_body``: the cursor ends a block header (``:`` / ``{`` / ``(`` / ``[`` at line end); a multi-line body.
-- ``statement``: the cursor is on a blank line; one or more statements.
+- ``block_body``: the cursor ends a block header (``def f(x):``, ``if …:``, ``{``; also ``{|}``): a multi-line
+  body on new lines, one indentation level deeper than the header.
+- ``statement``: the cursor is on a blank line: one or more statements at the block's indentation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import postprocess, syntax
+
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
+KINDS = ("selection", "comment", "string", "in_brackets", "in_line", "rest_of_line", "block_body", "statement")
 
 
 @dataclass(frozen=True)
@@ -26,6 +37,14 @@ class Plan:
     initial_canvas: int  # canvas slots to start with
     max_tokens: int  # the canvas never grows past this
     single_line: bool  # cut the fill at its first newline
+    language: str = "plaintext"  # the grammar used (plaintext: line-based rules only)
+    indent: str = ""  # indentation of the line the fill starts on (as it is in the document)
+    unit: str = ""  # the document's indentation unit ("\t" or spaces); "" = the grammar's default
+    lead: str = ""  # the fill starts with this (a block body: newline + indentation)
+    trail: str = ""  # the fill ends with this (newline + header indentation before an auto-closed "}")
+    stop: str = ""  # cut the fill where this text first appears (closing quote, "*/")
+    code: bool = True  # False for comments and strings: no bracket or indentation processing, no parse check
+    check: bool = False  # parse prefix + fill + suffix and repair new errors (a grammar is installed)
 
     def __post_init__(self) -> None:
         if not 0 <= self.start <= self.end:
@@ -39,31 +58,142 @@ def _bucket(n: int) -> int:
     return b
 
 
+def _indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _line_at(text: str, offset: int) -> tuple[int, int]:
+    """(start, end) of the line holding ``offset`` (end before its line break)."""
+    ls = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+    le = len(text)
+    for sep in ("\n", "\r"):
+        j = text.find(sep, offset)
+        if 0 <= j < le:
+            le = j
+    return ls, le
+
+
+def _prev_code_line(text: str, ls: int) -> str:
+    """The nearest non-blank line before the line starting at ``ls`` ("" if none)."""
+    i = ls
+    while i > 0:
+        ps = text.rfind("\n", 0, i - 1) + 1
+        line = text[ps : i - 1].rstrip("\r")
+        if line.strip():
+            return line
+        i = ps
+    return ""
+
+
+def _string_closer(node_text: str, quotes: tuple[str, ...]) -> str:
+    """The closing delimiter of a string literal's text (``"``, ``'''``, a backtick, ``"#``)."""
+    t = node_text.rstrip("#")
+    hashes = node_text[len(t) :]
+    for q in sorted((q * 3 for q in quotes if q in "\"'"), key=len, reverse=True) + list(quotes):
+        if t.endswith(q) and len(t) >= 2 * len(q):
+            return q + hashes
+    return ""
+
+
 def plan(text: str, offset: int, selection: tuple[int, int] | None = None,
-         max_tokens: int | None = None) -> Plan:
-    """Choose the span to fill. ``offset`` and ``selection`` are character offsets into ``text``."""
+         max_tokens: int | None = None, language: str = "plaintext",
+         doc: syntax.Document | None = None) -> Plan:
+    """Choose the span to fill. ``offset`` and ``selection`` are character offsets into ``text``.
+
+    ``doc`` (a parsed ``syntax.Document`` of ``text``) saves a parse; without it one is made for ``language``.
+    An unknown language gets the line-based rules.
+    """
     if not 0 <= offset <= len(text):
         raise ValueError(f"cursor offset {offset} outside the document (length {len(text)})")
+    if doc is None or doc.text != text:
+        doc = syntax.Document.parse(text, language)
+    g = doc.grammar
+    has_tree = doc.tree is not None
+    unit = postprocess.detect_indent(text[max(0, offset - 20_000) : offset + 20_000], g.indent)
+
+    def mk(start: int, end: int, kind: str, initial: int, cap: int, single: bool, indent: str = "",
+           lead: str = "", trail: str = "", stop: str = "", code: bool = True) -> Plan:
+        return Plan(start, end, kind, min(cap, initial), cap, single, g.name, indent, unit, lead, trail, stop,
+                    code, has_tree and code)
+
     if selection is not None:
         s, e = selection
         if not 0 <= s <= e <= len(text):
             raise ValueError(f"selection [{s}, {e}) outside the document (length {len(text)})")
         approx = max(1, (e - s) // 3)
         cap = max_tokens or min(256, max(64, 2 * approx))
-        return Plan(s, e, "selection", min(cap, _bucket(approx)), cap, False)
-    ls = text.rfind("\n", 0, offset) + 1
-    le = text.find("\n", offset)
-    le = len(text) if le < 0 else le
+        ls, _ = _line_at(text, s)
+        return mk(s, e, "selection", _bucket(approx), cap, False, _indent_of(text[ls:s]))
+    ls, le = _line_at(text, offset)
     before, after = text[ls:offset], text[offset:le]
-    if after.strip():
-        cap = max_tokens or 32
-        return Plan(offset, offset, "in_line", min(cap, 8), cap, True)
+    indent = _indent_of(before)
+    caps = doc.captures_at(offset) if has_tree else {}
+    b = len(text[:offset].encode("utf-8", "surrogatepass")) if caps else 0
+
+    # Inside a comment or a string: plain text that continues the line.
+    for node in caps.get("comment", []):
+        closer = g.block_comment[1] if g.block_comment else ""
+        node_text = doc.data[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
+        closed = bool(closer) and node_text.endswith(closer) and len(node_text) >= 4 and g.block_comment is not None \
+            and node_text.startswith(g.block_comment[0])
+        if node.start_byte < b < node.end_byte or (b == node.end_byte and not closed):
+            return mk(offset, offset, "comment", 8, max_tokens or 32, True, indent, stop=closer if closed else "",
+                      code=False)
+    for node in reversed(caps.get("string", [])):
+        if node.start_byte < b < node.end_byte:
+            node_text = doc.data[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
+            return mk(offset, offset, "string", 8, max_tokens or 32, True, indent,
+                      stop=_string_closer(node_text, g.quotes), code=False)
+
     stripped = before.rstrip()
-    if stripped.endswith(BLOCK_OPENERS):
-        cap = max_tokens or 128
-        return Plan(offset, offset, "block_body", min(cap, 32), cap, False)
+    if after.strip():
+        # "{|}" (an editor auto-closed the brace): a block body between.
+        closer = dict(g.brackets).get(stripped[-1:], "") if stripped else ""
+        if closer and stripped[-1:] in g.block_openers and after.strip()[0] == closer and stripped[-1] == "{":
+            return mk(offset, offset, "block_body", 32, max_tokens or 128, False, indent, "\n" + indent + unit,
+                      "\n" + indent)
+        # Inside brackets that close on this line: fill the arguments only.
+        for node in reversed(caps.get("brackets", [])):
+            kids = node.children
+            opener = next((k for k in kids if k.type in dict(g.brackets)), None)
+            last = kids[-1] if kids else None
+            if opener is None or last is None or last.type != dict(g.brackets).get(opener.type):
+                continue
+            if not opener.end_byte <= b <= last.start_byte:
+                continue
+            close_at = doc.char(last.start_byte)
+            if close_at > le:  # closes on a later line
+                continue
+            end = close_at if not text[offset:close_at].strip() else offset
+            return mk(offset, end, "in_brackets", 8, max_tokens or 32, True, indent)
+        return mk(offset, offset, "in_line", 8, max_tokens or 32, True, indent)
+    openers = g.block_openers if has_tree else BLOCK_OPENERS
+    if stripped.endswith(openers):
+        return mk(offset, offset, "block_body", 32, max_tokens or 128, False, indent, "\n" + indent + unit)
     if not stripped:
-        cap = max_tokens or 64
-        return Plan(offset, offset, "statement", min(cap, 16), cap, False)
-    cap = max_tokens or 48
-    return Plan(offset, offset, "rest_of_line", min(cap, 16), cap, True)
+        target = _statement_indent(text, doc, offset, ls, unit, openers)
+        lead = target if not before else ""
+        return mk(offset, offset, "statement", 16, max_tokens or 64, False, before or target, lead)
+    return mk(offset, offset, "rest_of_line", 16, max_tokens or 48, True, indent)
+
+
+def _statement_indent(text: str, doc: syntax.Document, offset: int, ls: int, unit: str,
+                      openers: tuple[str, ...]) -> str:
+    """Indentation for statements on the blank line starting at ``ls``: one level under a header on the line
+    before; else the first statement of the innermost enclosing block; else the previous code line's."""
+    prev = _prev_code_line(text, ls)
+    if prev.rstrip().endswith(openers):
+        return _indent_of(prev) + unit
+    caps = doc.captures_at(offset) if doc.tree is not None else {}
+    b = len(text[:offset].encode("utf-8", "surrogatepass"))
+    for node in reversed(caps.get("block", [])):
+        if not node.start_byte < b < node.end_byte:
+            continue
+        first = next((k for k in node.named_children if not k.is_extra), None)
+        if first is None:
+            continue
+        fs = doc.char(first.start_byte)
+        fl = text.rfind("\n", 0, fs) + 1
+        if not text[fl:fs].strip():  # the block's first statement starts its line
+            return text[fl:fs]
+    return _indent_of(prev)

@@ -70,7 +70,7 @@ class Step:
 
     index: int  # 0-based pass number
     tokens: torch.Tensor  # (C,) canvas ids; masked slots hold the mask id
-    masked: int  # slots still masked
+    masked: int  # undecided slots: still masked, or not yet opened by canvas growth (never rises)
     nfe: int  # forward passes so far
     final: bool
     stop_reason: str  # "" while running; "complete" (a pad ended the fill) or "length" (max_tokens reached)
@@ -97,7 +97,7 @@ def _choice(logits: torch.Tensor, temperature: float, gen: torch.Generator | Non
     if temperature <= 0:
         return None
     u = torch.rand(logits.shape, generator=gen, device=logits.device, dtype=torch.float32)
-    g = -torch.log(-torch.log(u.clamp_min(1e-20)).clamp_min(1e-20))
+    g = -torch.log((-torch.log(u.clamp_min(1e-20))).clamp_min(1e-20))
     return (logits.float() / temperature + g).argmax(-1)
 
 
@@ -173,7 +173,9 @@ def denoise(
                 stop = "complete"
             elif size >= cfg.max_tokens:
                 stop = "length"
-        yield Step(index, canvas[0].clone(), n_masked, nfe, bool(stop), stop)
+        # Undecided slots: masked ones plus those the canvas may still grow into (so the count never rises).
+        undecided = 0 if stop else n_masked + max(0, cfg.max_tokens - size)
+        yield Step(index, canvas[0].clone(), undecided, nfe, bool(stop), stop)
         if stop:
             return
         index += 1
@@ -231,7 +233,8 @@ def reference_denoise(
                 stop = "complete"
             elif size >= cfg.max_tokens:
                 stop = "length"
-        yield Step(index, torch.tensor(canvas), n_masked, nfe, bool(stop), stop)
+        undecided = 0 if stop else n_masked + max(0, cfg.max_tokens - size)
+        yield Step(index, torch.tensor(canvas), undecided, nfe, bool(stop), stop)
         if stop:
             return
         index += 1

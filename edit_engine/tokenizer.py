@@ -80,3 +80,18 @@ class Tokenizer:
         )
         hf.train_from_iterator(texts, trainer=trainer)
         return cls(hf)
+
+
+def trim_start(tok: Tokenizer, text: str, ids: list[int]) -> list[int]:
+    """Drop leading tokens until ``ids`` decode to the end of ``text`` (a token budget can cut a character)."""
+    while ids and not text.endswith(tok.decode(ids)):
+        ids = ids[1:]
+    return ids
+
+
+def trim_end(tok: Tokenizer, text: str, ids: list[int]) -> list[int]:
+    """Drop trailing tokens until ``ids`` decode to the start of ``text``."""
+    while ids and not text.startswith(tok.decode(ids)):
+        ids = ids[:-1]
+    return ids
+

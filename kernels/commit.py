@@ -43,7 +43,8 @@ def token_stats_ref(
             s = p1 - torch.exp(torch.where(two[..., 0] == top, two[..., 1], two[..., 0]) - lse)
     else:
         logp = lf - lse.unsqueeze(-1)
-        ent = -(logp.exp() * logp).sum(-1)
+        # clamp: a banned token (logit -inf) contributes 0 * finite = 0, not 0 * -inf = NaN
+        ent = -(logp.exp() * logp.clamp_min(torch.finfo(logp.dtype).min)).sum(-1)
         s = torch.exp(-ent)
     return idx, s
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..model import ABSENT, CANVAS, PREFIX, SUFFIX
-from ..tokenizer import Tokenizer
+from ..tokenizer import Tokenizer, trim_end, trim_start
 
 BUCKETS = (4, 8, 16, 32, 64)
 HOLE_KINDS: dict[str, float] = {
@@ -124,8 +124,8 @@ def make_example(
             return None
         hole_ids = hole_ids[:max_hole]
         suf = (hole[len(head) :] + suf)[: 6 * max_suffix]
-    p_ids = tok.encode(pre)[-max_prefix:]
-    s_ids = tok.encode(suf)[:max_suffix]
+    p_ids = trim_start(tok, pre, tok.encode(pre)[-max_prefix:])
+    s_ids = trim_end(tok, suf, tok.encode(suf)[:max_suffix])
     return Example(p_ids, hole_ids, s_ids, kind)
 
 

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import checkpoint
-from ..model import DiffusionLM, ModelConfig, PRESETS
+from ..model import PRESETS, DiffusionLM
 from ..tokenizer import Tokenizer
 from . import corpus
 from .data import Batch, Example, collate, make_example
@@ -116,6 +116,7 @@ def losses(model: DiffusionLM, b: Batch, device: str) -> tuple[torch.Tensor, tor
 def evaluate(model: DiffusionLM, batches: list[Batch], device: str) -> dict[str, float]:
     """Validation figures: diffusion loss, prefix next-token loss, masked-token CE (unweighted), and the
     context gap (masked-token CE with every example's context swapped for another's minus with its own)."""
+    was_training = model.training
     model.eval()
     d_tot = a_tot = ce_real = ce_shuf = 0.0
     for b in batches:
@@ -124,7 +125,7 @@ def evaluate(model: DiffusionLM, batches: list[Batch], device: str) -> dict[str,
         a_tot += float(a)
         ce_real += _masked_ce(model, b, device)
         ce_shuf += _masked_ce(model, _shuffle_context(b), device)
-    model.train()
+    model.train(was_training)
     n = len(batches)
     return {
         "val_diffusion": d_tot / n,

@@ -1,0 +1,125 @@
+"""``edit-engine eval``: score a model on an infilling benchmark, or measure its context gap.
+
+    edit-engine eval --benchmark humaneval-single --limit 200 --json
+    edit-engine eval --benchmark santacoder-fim --language python --limit 200
+    edit-engine eval --benchmark humaneval-multi --canonical --limit 20     # self-test: must print 100.0%
+    edit-engine eval --context-gap --limit 64
+
+A progress bar goes to stderr; stdout gets a table, or with ``--json`` one JSON object on its last line.
+Heavy imports (torch, the engine) happen inside the handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..cli import UserError, _command
+from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("eval", help="score a model on an infilling benchmark (or --context-gap)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--benchmark", choices=BENCHMARKS, help="benchmark to run")
+    what.add_argument("--context-gap", action="store_true",
+                      help="hole-token loss with real vs shuffled context on held-out corpus files")
+    p.add_argument("--language", default="python", choices=tuple(SANTACODER_LANGUAGES),
+                   help="santacoder-fim language (HumanEval is Python only)")
+    p.add_argument("--data", help="benchmark directory (default: ../shared/benchmarks beside the repository)")
+    p.add_argument("--limit", type=int, help="first N tasks (context gap: examples, default 64)")
+    p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
+    p.add_argument("--oracle-length", action="store_true",
+                   help="give the model the true hole length in tokens (leaks the answer; papers mark it)")
+    p.add_argument("--threshold", type=float, help="sampler confidence threshold")
+    fill = p.add_mutually_exclusive_group()
+    fill.add_argument("--canonical", action="store_true", help="self-test: fill with the canonical solutions")
+    fill.add_argument("--empty", action="store_true", help="floor: fill every hole with the empty string")
+    p.add_argument("--no-truncate", action="store_true",
+                   help="score single-line benchmarks on the raw fill instead of its first line")
+    p.add_argument("--timeout", type=float, default=3.0, help="CPU seconds per program (default 3)")
+    p.add_argument("--workers", type=int, default=2, help="programs run at once (default 2)")
+    p.add_argument("--corpus", nargs="+", help="context gap: corpus roots (default: the checkpoint's own)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads for the model (0 = default)")
+    p.add_argument("--out", help="write per-task results here (JSON lines)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+@_command("eval")
+def _eval(a: argparse.Namespace) -> int:
+    if a.limit is not None and a.limit < 1:
+        raise UserError("--limit must be >= 1")
+    if a.context_gap:
+        return _context_gap(a)
+    from .benchmarks import BenchmarkError, load
+    from .execution import Limits
+    from .harness import Filler, TaskResult, canonical_filler, empty_filler, evaluate, model_filler
+
+    if a.timeout <= 0:
+        raise UserError("--timeout must be > 0")
+    try:
+        tasks = load(a.benchmark, a.data, a.language, a.limit)
+    except BenchmarkError as e:
+        raise UserError(str(e)) from e
+    model_name = ""
+    filler: Filler
+    if a.canonical:
+        filler, kind = canonical_filler, "canonical"
+    elif a.empty:
+        filler, kind = empty_filler, "empty"
+    else:
+        from ..engine import Engine
+
+        engine = Engine.load(a.model, threads=a.threads or None)
+        overrides = {} if a.threshold is None else {"threshold": a.threshold}
+        filler, kind = model_filler(engine, oracle=a.oracle_length, **overrides), "model"
+        model_name = str(engine.path or "")
+    out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
+
+    def write(r: TaskResult) -> None:
+        if out is not None:
+            from dataclasses import asdict
+
+            out.write(json.dumps(asdict(r)) + "\n")
+            out.flush()
+
+    try:
+        report, _ = evaluate(
+            tasks, filler, benchmark=a.benchmark, mode="oracle" if a.oracle_length else "predicted",
+            fill_kind=kind, truncate=not a.no_truncate, limits=Limits(timeout_s=a.timeout), workers=a.workers,
+            progress=not a.no_progress, model=model_name, on_result=write,
+        )
+    finally:
+        if out is not None:
+            out.close()
+    if a.threshold is not None:
+        report.extra["threshold"] = a.threshold
+    if a.json:
+        print(json.dumps(report.to_json()))
+    else:
+        print(report.table())
+    return 0
+
+
+def _context_gap(a: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..engine import Engine
+    from .context_gap import context_gap
+
+    engine = Engine.load(a.model, threads=a.threads or None)
+    try:
+        r = context_gap(engine, limit=a.limit or 64, roots=[Path(c) for c in a.corpus] if a.corpus else None)
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    r = {"model": str(engine.path or ""), **r}
+    if a.json:
+        print(json.dumps(r))
+    else:
+        w = max(len(k) for k in r)
+        for k, v in r.items():
+            print(f"{k:<{w}}  {v:.4f}" if isinstance(v, float) else f"{k:<{w}}  {v}")
+    sys.stdout.flush()
+    return 0

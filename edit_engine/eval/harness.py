@@ -1,0 +1,238 @@
+"""Score fills on a benchmark: pass@1 by execution (HumanEval-infilling) or exact match (SantaCoder-FIM).
+
+A *filler* turns a task into a fill: the model (predicted length, the real setting, or oracle length, which is
+given the true token count and so leaks part of the answer), the canonical solution (the harness's self-test:
+must score 1.0) or the empty string (the floor: what a fill that adds nothing scores).
+
+Single-line benchmarks keep the fill's first line (HumanEval single-line: up to and including its newline, as
+the canonical holes are; SantaCoder-FIM: up to the newline), as an editor's single-line completion would;
+``truncate=False`` scores the raw fill. Greedy decoding, one sample per task: pass@1 is the share that pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .benchmarks import Task
+from .execution import ExecResult, Limits, run_program
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+
+@dataclass(frozen=True)
+class Fill:
+    text: str
+    nfe: int = 0
+    tokens: int = 0
+    elapsed_ms: float = 0.0
+    stop_reason: str = ""
+
+
+Filler = Callable[[Task], Fill]
+
+
+def canonical_filler(task: Task) -> Fill:
+    return Fill(task.canonical)
+
+
+def empty_filler(task: Task) -> Fill:
+    return Fill("")
+
+
+def model_filler(engine: Engine, oracle: bool = False, **overrides: Any) -> Filler:
+    """Fills from ``engine.infill``. Oracle length: the canvas is the true hole's token count (the model may
+    still end early with pads); an empty true hole is answered with "" without a model call."""
+
+    def fill(task: Task) -> Fill:
+        kw = dict(overrides)
+        max_tokens = None
+        if oracle:
+            n = len(engine.tokenizer.encode(task.canonical))
+            if n == 0:
+                return Fill("", stop_reason="complete")
+            max_tokens = n
+            kw["initial_canvas"] = n
+        r = engine.infill(task.prefix, task.suffix, language=task.language, max_tokens=max_tokens, **kw)
+        return Fill(r.text, r.nfe, r.tokens, r.elapsed_ms, r.stop_reason)
+
+    return fill
+
+
+def first_line(text: str, keep_newline: bool) -> str:
+    nl = text.find("\n")
+    if nl < 0:
+        return text
+    return text[: nl + 1] if keep_newline else text[:nl]
+
+
+def parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):  # ValueError: null bytes
+        return False
+    return True
+
+
+@dataclass
+class TaskResult:
+    task_id: str
+    completion: str  # the fill as scored (after single-line truncation)
+    passed: bool
+    status: str  # passed | failed | timeout | error (execution); match | mismatch (exact match)
+    parse_ok: bool | None  # Python: prefix + completion + suffix parses; None for other languages
+    nfe: int
+    tokens: int
+    elapsed_ms: float
+    stop_reason: str
+    raw: str  # the fill before truncation
+
+
+@dataclass
+class Report:
+    benchmark: str
+    language: str
+    mode: str  # predicted | oracle (hole length)
+    fill: str  # model | canonical | empty
+    n: int
+    metric: str  # pass_at_1 | exact_match
+    score: float
+    parse_ok: float | None  # share of Python programs (prefix + fill + suffix) that parse
+    empty_share: float  # share of fills that are empty or whitespace only
+    nfe_per_token: float  # forward passes per generated token (model fills; 0 otherwise)
+    ms_per_task: float  # mean engine time per task
+    tokens_per_task: float
+    statuses: dict[str, int]
+    stop_reasons: dict[str, int]
+    truncate: bool
+    model: str = ""
+    wall_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d[self.metric] = round(self.score, 4)
+        del d["score"], d["extra"]
+        for k in ("parse_ok", "empty_share", "nfe_per_token", "ms_per_task", "tokens_per_task", "wall_s"):
+            if isinstance(d[k], float):
+                d[k] = round(d[k], 4)
+        return {**d, **self.extra}
+
+    def table(self) -> str:
+        rows = [
+            ("benchmark", f"{self.benchmark}" + (f" ({self.language})" if self.metric == "exact_match" else "")),
+            ("model", self.model or "-"), ("fill", self.fill), ("length mode", self.mode),
+            ("tasks", str(self.n)), (self.metric, f"{100 * self.score:.1f}%"),
+            ("parse_ok", "-" if self.parse_ok is None else f"{100 * self.parse_ok:.1f}%"),
+            ("empty_share", f"{100 * self.empty_share:.1f}%"),
+            ("nfe_per_token", f"{self.nfe_per_token:.3f}"), ("ms_per_task", f"{self.ms_per_task:.1f}"),
+            ("tokens_per_task", f"{self.tokens_per_task:.1f}"),
+            ("statuses", ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items()))),
+            ("stop_reasons", ", ".join(f"{k} {v}" for k, v in sorted(self.stop_reasons.items())) or "-"),
+            ("wall_s", f"{self.wall_s:.1f}"),
+        ]
+        w = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+class Progress:
+    """A one-line progress bar on a stream (stderr), redrawn at most every ``every`` seconds."""
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None, every: float = 0.25) -> None:
+        self.total, self.label, self.every = total, label, every
+        self.stream = stream if stream is not None else sys.stderr
+        self.t0 = time.perf_counter()
+        self._last = 0.0
+
+    def update(self, done: int, note: str = "", force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self._last < self.every:
+            return
+        self._last = now
+        frac = done / max(1, self.total)
+        bar = "#" * int(24 * frac)
+        self.stream.write(f"\r{self.label} [{bar:<24}] {done}/{self.total} {now - self.t0:.0f}s {note}   ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def _score_exact(task: Task, completion: str) -> tuple[bool, str]:
+    ok = completion.strip() == task.canonical.strip()
+    return ok, "match" if ok else "mismatch"
+
+
+def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode: str = "predicted",
+             fill_kind: str = "model", truncate: bool = True, limits: Limits | None = None, workers: int = 2,
+             isolate: bool = True, progress: bool = True, model: str = "",
+             on_result: Callable[[TaskResult], None] | None = None) -> tuple[Report, list[TaskResult]]:
+    """Fill every task, score it, and summarise. Programs run on ``workers`` threads while the next fills are
+    generated."""
+    bar = Progress(len(tasks), benchmark or "eval") if progress else None
+    t0 = time.perf_counter()
+    fills: list[Fill] = []
+    completions: list[str] = []
+    futures: list[Future[ExecResult] | None] = []
+    results: list[TaskResult] = []
+
+    def finish(i: int) -> None:
+        """Score task i (its program has run, or it is scored by exact match) and report it."""
+        task, f, text, fut = tasks[i], fills[i], completions[i], futures[i]
+        if fut is not None:
+            ex = fut.result()
+            passed, status = ex.passed, ex.status
+        else:
+            passed, status = _score_exact(task, text)
+        po = parses(task.prefix + text + task.suffix) if task.language == "python" else None
+        r = TaskResult(task.task_id, text, passed, status, po, f.nfe, f.tokens, f.elapsed_ms, f.stop_reason,
+                       f.text)
+        results.append(r)
+        if on_result:
+            on_result(r)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for task in tasks:
+            f = filler(task)
+            text = first_line(f.text, keep_newline=bool(task.test)) if truncate and task.single_line else f.text
+            fills.append(f)
+            completions.append(text)
+            futures.append(pool.submit(run_program, task.program(text), limits, isolate)
+                           if task.scored_by_execution else None)
+            # Results are reported in task order as soon as they are known (so --out grows during a run).
+            while len(results) < len(fills) and (futures[len(results)] is None
+                                                 or futures[len(results)].done()):  # type: ignore[union-attr]
+                finish(len(results))
+            if bar:
+                bar.update(len(fills), f"filled, {len(results)} scored")
+        while len(results) < len(tasks):
+            finish(len(results))
+            if bar:
+                bar.update(len(results), "scored", force=len(results) == len(tasks))
+    if bar:
+        bar.close()
+    n = len(results)
+    parse = [r.parse_ok for r in results if r.parse_ok is not None]
+    tok = sum(r.tokens for r in results)
+    report = Report(
+        benchmark=benchmark, language=tasks[0].language if tasks else "", mode=mode, fill=fill_kind, n=n,
+        metric="pass_at_1" if tasks and tasks[0].scored_by_execution else "exact_match",
+        score=sum(r.passed for r in results) / max(1, n),
+        parse_ok=(sum(parse) / len(parse)) if parse else None,
+        empty_share=sum(not r.completion.strip() for r in results) / max(1, n),
+        nfe_per_token=sum(r.nfe for r in results) / tok if tok else 0.0,
+        ms_per_task=sum(r.elapsed_ms for r in results) / max(1, n),
+        tokens_per_task=tok / max(1, n),
+        statuses=dict(Counter(r.status for r in results)),
+        stop_reasons=dict(Counter(r.stop_reason for r in results if r.stop_reason)),
+        truncate=truncate, model=model, wall_s=time.perf_counter() - t0,
+    )
+    return report, results

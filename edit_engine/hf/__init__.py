@@ -1,0 +1,67 @@
+"""Open diffusion checkpoints (Dream, Dream-Coder, DiffuCoder, Open-dCoder, LLaDA) served by the engine.
+
+``edit_engine.checkpoint.load`` routes any folder whose ``config.json`` is not edit-engine's own here. The
+returned ``Checkpoint`` carries adapters with the interface ``Engine`` already uses (``FullAttnLM``,
+``OpenTokenizer``), so ``Engine.load(folder)``, the CLI, the server and the language server work unchanged.
+Modules: ``config`` (family detection), ``loader`` (local folder, safetensors), ``fullattn`` (the transformer),
+``cache`` (Fast-dLLM-style approximate caching), ``tokenizer``. See docs/open-models.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from .cache import CACHE_MODES, ApproxCache, CachePolicy, CacheStats
+from .config import FAMILIES, ArchConfig, UnsupportedCheckpoint, detect_family, parse_config
+from .fullattn import FullAttnLM
+from .loader import is_open_checkpoint, load_model, resolve_folder
+from .tokenizer import OpenTokenizer
+
+if TYPE_CHECKING:
+    from ..checkpoint import Checkpoint
+
+__all__ = [
+    "CACHE_MODES",
+    "FAMILIES",
+    "ApproxCache",
+    "ArchConfig",
+    "CachePolicy",
+    "CacheStats",
+    "FullAttnLM",
+    "OpenTokenizer",
+    "UnsupportedCheckpoint",
+    "detect_family",
+    "is_open_checkpoint",
+    "load",
+    "load_model",
+    "parse_config",
+    "resolve_folder",
+]
+
+
+def load(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+         cache_mode: str | None = None, refresh_every: int | None = None) -> Checkpoint:
+    """Load an open checkpoint folder as an edit-engine ``Checkpoint`` (errors as ``CheckpointError``).
+
+    ``cache_mode``/``refresh_every`` default to ``EDIT_ENGINE_HF_CACHE``/``EDIT_ENGINE_HF_REFRESH``, else
+    dual cache refreshed every 4 passes.
+    """
+    from typing import cast
+
+    from ..checkpoint import Checkpoint, CheckpointError
+    from ..model import DiffusionLM
+    from ..tokenizer import Tokenizer
+
+    env = CachePolicy.from_env()
+    policy = CachePolicy(cache_mode or env.mode, env.refresh_every if refresh_every is None else refresh_every)
+    try:
+        model, tok, d, record = load_model(path, device, dtype, policy)
+    except (UnsupportedCheckpoint, OSError, ValueError) as e:
+        raise CheckpointError(str(e) if isinstance(e, UnsupportedCheckpoint) else
+                              f"cannot read model in {str(path)!r}: {e}") from e
+    # The engine is typed against our own model and tokenizer; these adapters implement the part it uses
+    # (see the module docstring). A Protocol in engine.py would remove the casts.
+    return Checkpoint(cast(DiffusionLM, model), cast(Tokenizer, tok), d, record)

@@ -1,0 +1,132 @@
+"""``create_app(settings)``: the FastAPI app, its lifespan (load the model, start the scheduler), the one error
+handler, the request-size guard; and ``BackgroundServer``, which runs it under uvicorn in a thread (tests,
+scripts)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..engine import Engine
+from .errors import ServeError
+from .metrics import Metrics
+from .routes import protected, public
+from .serving import Service
+from .settings import Settings
+
+
+class BodyLimit:
+    """Reject HTTP bodies over ``limit`` bytes (413) before they are read; a POST must declare its length."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH"):
+            headers = dict(scope["headers"])
+            length = headers.get(b"content-length")
+            err = None
+            if length is None:
+                err = ServeError("length_required", "send Content-Length (chunked bodies are not accepted)")
+            elif not length.isdigit() or int(length) > self.limit:
+                err = ServeError("too_large", f"request body of {length.decode(errors='replace')} bytes exceeds "
+                                 f"the limit of {self.limit:,}", limit="max_request_bytes")
+            if err is not None:
+                await _error_response(err)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _error_response(e: ServeError) -> JSONResponse:
+    return JSONResponse(e.http_body(), status_code=e.http_status, headers=e.http_headers())
+
+
+def create_app(settings: Settings, engine: Engine | None = None,
+               before_pass: Callable[[], None] | None = None) -> FastAPI:
+    """The server. ``engine``: use this one instead of loading ``settings.model``; ``before_pass``: a hook the
+    scheduler calls before every forward pass (instrumentation, tests)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        eng = engine or Engine.load(settings.model, device=settings.device, threads=settings.threads or None)
+        service = Service(settings, eng, Metrics(), before_pass)
+        app.state.service = service
+        try:
+            yield
+        finally:
+            service.close()
+
+    app = FastAPI(title="edit-engine", version="0.1.0", lifespan=lifespan)
+
+    @app.exception_handler(ServeError)
+    async def on_serve_error(request: Request, e: ServeError) -> JSONResponse:
+        return _error_response(e)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        parts = [f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()[:5]]
+        return _error_response(ServeError("invalid_params", "; ".join(parts) or "invalid request"))
+
+    app.include_router(public)
+    app.include_router(protected)
+    app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    return app
+
+
+def uvicorn_config(app: FastAPI, settings: Settings, **kw: Any) -> Any:
+    """uvicorn settings: frames up to 4x the request limit reach the handler (and get a JSON-RPC error);
+    larger ones close the socket (1009) before they are buffered."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                          ws_max_size=4 * settings.max_request_bytes, lifespan="on", **kw)
+
+
+class BackgroundServer:
+    """Run the app under uvicorn in a thread; ``with BackgroundServer(app, settings) as s: s.url``."""
+
+    def __init__(self, app: FastAPI, settings: Settings, startup_timeout: float = 60.0) -> None:
+        import uvicorn
+
+        self.server = uvicorn.Server(uvicorn_config(app, settings, log_config=None))
+        # uvicorn installs signal handlers only in the main thread, so none are touched here.
+        self.host = settings.host
+        self.timeout = startup_timeout
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
+        self.port = 0
+
+    def __enter__(self) -> BackgroundServer:
+        self.thread.start()
+        deadline = time.monotonic() + self.timeout
+        # uvicorn sets ``started`` once the socket is bound and the lifespan has run; the join doubles as the wait
+        # and notices a server that failed to start.
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("uvicorn exited before it started (see the log)")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"uvicorn did not start within {self.timeout} s")
+            self.thread.join(timeout=0.01)
+        sock = self.server.servers[0].sockets[0]
+        self.port = int(sock.getsockname()[1])
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/v1/stream"
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)

@@ -1,0 +1,468 @@
+"""Continuous batching: the denoising passes of concurrent requests run together in shared forward passes.
+
+One scheduler thread owns the model. Between passes it retires finished and cancelled requests and admits
+waiting ones (their contexts encoded together in one ``encode_context`` call), then runs one
+``canvas_logits`` over every active request and one ``commit_pass`` per request (each keeps its own sampler
+settings). Requests join and leave at pass boundaries, as in Orca's iteration-level scheduling (Yu et al.,
+OSDI 2022).
+
+How rows of different shapes share one forward pass. Each request's context K/V (L_r keys) is copied into a
+batched cache of L = max L_r context columns, followed by ``capacity`` canvas columns; ``key_valid`` hides a
+row's unused context columns and the canvas columns past its own canvas width c_r. The canvas tensor is
+(B, max c_r), padded with masks; the padded slots' outputs are discarded and, being invalid keys, are seen by
+no real slot. Canvas attention ignores key order (every canvas query sees every valid key, positions come from
+``canvas_start``), so each row computes what it would alone, up to float summation order. The batched cache
+is rebuilt only when the set of requests changes; a canvas growing inside its capacity needs no rebuild.
+
+Bounded: at most ``max_batch`` active and ``max_queue`` waiting; ``submit`` beyond that raises ``Overloaded``.
+
+Document requests (text + cursor) take the engine's full path instead: syntax-aware planning, post-processing
+and repair rounds, run by ``Engine.stream_complete`` on a small pool of threads (``submit_stream``), unbatched.
+
+Results reach the event loop through ``loop.call_soon_threadsafe`` into a per-job ``asyncio.Queue``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass
+from ..sampler import SamplerConfig, commit_pass
+from .metrics import Metrics
+
+
+class Overloaded(Exception):
+    """A limit was hit; the request was not started. ``limit`` names it."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class Cancelled(Exception):
+    """The job was cancelled before it finished. ``reason``: client, superseded, disconnect, shutdown."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"request cancelled ({reason})")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One fill, already planned: the hole between ``prefix`` and ``suffix``."""
+
+    prefix: str
+    suffix: str
+    max_tokens: int | None = None
+    initial_canvas: int | None = None
+    single_line: bool = False  # cut the fill at its first newline (the planner's in-line spans)
+    seed: int = 0
+    overrides: dict[str, Any] = field(default_factory=dict)  # SamplerConfig fields
+    stable: bool = False  # also report the committed leading text (for append-only streams)
+
+
+@dataclass(frozen=True)
+class JobPass:
+    """One pass of one job, as the front ends see it."""
+
+    index: int
+    text: str  # the whole span as it stands (committed tokens; masked slots left out)
+    masked: int
+    final: bool
+    nfe: int
+    stop_reason: str  # on the final pass: complete | length
+    stable: str | None = None  # committed tokens before the first masked slot (only if JobSpec.stable)
+    start: int = 0  # character offsets of the replaced span (document requests run by the engine)
+    end: int = 0
+
+
+_END = object()
+
+
+class Job:
+    """The handle a front end holds: iterate ``passes()``, call ``cancel(reason)``."""
+
+    def __init__(self, job_id: int, loop: asyncio.AbstractEventLoop, spec: JobSpec | None = None,
+                 cfg: SamplerConfig | None = None, prefix_ids: list[int] | None = None,
+                 suffix_ids: list[int] | None = None) -> None:
+        self.id = job_id
+        self.spec = spec or JobSpec("", "")
+        self.cfg = cfg or SamplerConfig()
+        self.prefix_ids = prefix_ids or []
+        self.suffix_ids = suffix_ids or []
+        self.loop = loop
+        self.submitted = time.perf_counter()
+        self.cancel_reason: str | None = None
+        self._cancelled = threading.Event()
+        self._queue: asyncio.Queue[JobPass | BaseException | object] = asyncio.Queue()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self, reason: str = "client") -> bool:
+        """Stop the job before its next forward pass. Returns False if it was already cancelled."""
+        if self._cancelled.is_set():
+            return False
+        self.cancel_reason = reason
+        self._cancelled.set()
+        self._deliver(Cancelled(reason))
+        return True
+
+    def _deliver(self, item: JobPass | BaseException | object) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the event loop is gone (server shut down): nobody is listening
+            pass
+
+    async def passes(self) -> AsyncIterator[JobPass]:
+        """Every pass until the final one. Raises ``Cancelled`` once cancelled, or the job's error."""
+        while True:
+            item = await self._queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            if item is _END:
+                return
+            assert isinstance(item, JobPass)
+            yield item
+            if item.final:
+                return
+
+
+@dataclass(eq=False)
+class _Active:
+    """A job in the batch: its context K/V rows and its canvas."""
+
+    job: Job
+    k: list[torch.Tensor]  # per layer (1, H, L_r, hd)
+    v: list[torch.Tensor]
+    valid: torch.Tensor  # (1, L_r) bool
+    canvas_start: torch.Tensor  # (1,)
+    canvas: torch.Tensor  # (1, c_r) token ids, masks where undecided
+    masked: torch.Tensor  # (1, c_r) bool
+    gen: torch.Generator | None
+    admitted: float
+    index: int = 0
+    nfe: int = 0
+
+    @property
+    def ctx_len(self) -> int:
+        return int(self.valid.shape[1])
+
+    @property
+    def size(self) -> int:
+        return int(self.canvas.shape[1])
+
+
+@dataclass
+class _Batch:
+    """The batched context cache of the current set of requests."""
+
+    k: list[torch.Tensor]  # per layer (B, H, L + capacity, hd)
+    v: list[torch.Tensor]
+    key_valid: torch.Tensor  # (B, L + capacity)
+    canvas_start: torch.Tensor  # (B,)
+    ctx_len: int
+    capacity: int
+
+
+class Scheduler:
+    """Owns the model in one thread; batches the passes of every admitted job."""
+
+    def __init__(self, engine: Engine, metrics: Metrics | None = None, max_batch: int = 16, max_queue: int = 64,
+                 before_pass: Callable[[], None] | None = None, stream_workers: int = 2) -> None:
+        self.engine = engine
+        self.metrics = metrics or Metrics()
+        self.max_batch = max_batch
+        self.max_queue = max_queue
+        self.before_pass = before_pass  # instrumentation hook, called in the scheduler thread before a pass
+        self._cond = threading.Condition()
+        self._waiting: collections.deque[Job] = collections.deque()
+        self._active: list[_Active] = []
+        self._batch: _Batch | None = None
+        self._ids = itertools.count(1)
+        self.stream_workers = stream_workers
+        self._streams = 0  # document jobs submitted and not finished
+        self._stream_jobs: set[Job] = set()
+        self._pool = concurrent.futures.ThreadPoolExecutor(stream_workers, thread_name_prefix="edit-engine-doc")
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, name="edit-engine-scheduler", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ any thread
+    def submit(self, spec: JobSpec, loop: asyncio.AbstractEventLoop) -> Job:
+        """Check and tokenize ``spec`` and queue it. Raises ValueError (bad request) or Overloaded."""
+        eng = self.engine
+        if len(spec.prefix) + len(spec.suffix) > MAX_DOCUMENT_CHARS:
+            raise ValueError("document too large")
+        cfg = eng._config(spec.max_tokens, dict(spec.overrides))  # same clamping as Engine.stream
+        if spec.initial_canvas is not None:
+            cfg = cfg.with_(initial_canvas=max(1, min(spec.initial_canvas, cfg.max_tokens)))
+        p_ids, s_ids = eng._context(spec.prefix, spec.suffix)
+        job = Job(next(self._ids), loop, spec, cfg, p_ids, s_ids)
+        with self._cond:
+            if self._stop:
+                raise Overloaded("the server is shutting down", "shutdown")
+            if len(self._waiting) >= self.max_queue:  # make room first by dropping cancelled waiters
+                for j in [j for j in self._waiting if j.cancelled]:
+                    self._waiting.remove(j)
+                    self.metrics.retired.inc(reason="cancelled")
+            if len(self._waiting) >= self.max_queue:
+                raise Overloaded(f"queue full ({self.max_queue} requests waiting); retry later", "queue")
+            self._waiting.append(job)
+            self.metrics.queue_depth.set(len(self._waiting))
+            self._cond.notify()
+        return job
+
+    def submit_stream(self, run: Callable[[Callable[[], bool]], Iterator[Pass]],
+                      loop: asyncio.AbstractEventLoop) -> Job:
+        """Run an engine stream (``run(should_stop)``) unbatched on one of ``stream_workers`` threads: the
+        document path (syntax-aware plan, post-processing, repair rounds) whose passes the scheduler cannot
+        share. Bounded like the queue: at most ``stream_workers + max_queue`` such jobs. Raises Overloaded."""
+        job = Job(next(self._ids), loop)
+        with self._cond:
+            if self._stop:
+                raise Overloaded("the server is shutting down", "shutdown")
+            if self._streams >= self.stream_workers + self.max_queue:
+                raise Overloaded(f"{self._streams} document requests in progress or waiting; retry later", "queue")
+            self._streams += 1
+            self._stream_jobs.add(job)
+        self._pool.submit(self._run_stream, job, run)
+        return job
+
+    def _run_stream(self, job: Job, run: Callable[[Callable[[], bool]], Iterator[Pass]]) -> None:
+        try:
+            self.metrics.queue_wait.observe(time.perf_counter() - job.submitted)
+            if job.cancelled:
+                self.metrics.retired.inc(reason="cancelled")
+                return
+            def should_stop() -> bool:  # the engine asks before every forward pass
+                if self.before_pass is not None:
+                    self.before_pass()
+                return job.cancelled
+
+            gen = run(should_stop)
+            try:
+                for p in gen:
+                    if p.index == 0:
+                        self.metrics.first_pass.observe(time.perf_counter() - job.submitted)
+                    self.metrics.passes.inc()
+                    job._deliver(JobPass(p.index, p.text, p.masked, p.final, p.nfe, p.stop_reason, None,
+                                         p.start, p.end))
+                    if p.final:
+                        self.metrics.retired.inc(reason="done")
+                        self.metrics.latency.observe(time.perf_counter() - job.submitted)
+                        return
+                    if job.cancelled:
+                        break
+            finally:
+                gen_close = getattr(gen, "close", None)
+                if gen_close is not None:
+                    gen_close()
+            # the stream ended without a final pass: cancelled (should_stop) or closed
+            self.metrics.retired.inc(reason="cancelled")
+            job._deliver(Cancelled(job.cancel_reason or "stopped"))
+        except Exception as e:
+            self.metrics.retired.inc(reason="error")
+            job._deliver(e)
+        finally:
+            with self._cond:
+                self._streams -= 1
+                self._stream_jobs.discard(job)
+
+    def close(self) -> None:
+        """Stop the thread; every job not finished is cancelled (reason ``shutdown``)."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join(timeout=30)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._cond:
+            for job in list(self._waiting) + [a.job for a in self._active] + list(self._stream_jobs):
+                job.cancel("shutdown")
+            self._waiting.clear()
+            self._active.clear()
+
+    @property
+    def queue_depth(self) -> int:
+        with self._cond:
+            return len(self._waiting)
+
+    # ------------------------------------------------------------------ the scheduler thread
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop and not self._waiting and not self._active:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                room = self.max_batch - len(self._active)
+                admit = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
+                self.metrics.queue_depth.set(len(self._waiting))
+            try:
+                self._step(admit)
+            except Exception as e:  # a failed forward pass fails its batch, not the server
+                for a in self._active:
+                    self._retire(a, "error")
+                    a.job._deliver(e)
+                self._active = []
+                self._batch = None
+
+    def _step(self, admit: list[Job]) -> None:
+        changed = self._drop_cancelled()
+        for j in admit:
+            if j.cancelled:  # cancelled while it waited
+                self.metrics.retired.inc(reason="cancelled")
+        admit = [j for j in admit if not j.cancelled]
+        for j in admit:
+            self.metrics.queue_wait.observe(time.perf_counter() - j.submitted)
+        if admit:
+            self._admit(admit)
+            changed = True
+        self.metrics.active.set(len(self._active))
+        if not self._active:
+            return
+        if self.before_pass is not None:
+            self.before_pass()
+        if self._drop_cancelled():  # cancelled while the hook held us
+            changed = True
+            if not self._active:
+                return
+        if changed or self._batch is None:
+            self._batch = self._build()
+        self._forward()
+
+    def _drop_cancelled(self) -> bool:
+        keep = [a for a in self._active if not a.job.cancelled]
+        if len(keep) == len(self._active):
+            return False
+        for a in self._active:
+            if a.job.cancelled:
+                self._retire(a, "cancelled")
+        self._active = keep
+        self.metrics.active.set(len(keep))
+        return True
+
+    def _retire(self, a: _Active, reason: str) -> None:
+        self.metrics.retired.inc(reason=reason)
+
+    def _admit(self, jobs: list[Job]) -> None:
+        model, tok = self.engine.model, self.engine.tokenizer
+        cache = model.encode_context([j.prefix_ids for j in jobs], [j.suffix_ids for j in jobs], capacity=0)
+        now = time.perf_counter()
+        dev = model.device
+        for r, j in enumerate(jobs):
+            size = min(j.cfg.initial_canvas, j.cfg.max_tokens)
+            canvas = torch.full((1, size), tok.mask_id, dtype=torch.long, device=dev)
+            gen = torch.Generator(device=dev).manual_seed(j.spec.seed) if j.cfg.temperature > 0 else None
+            self._active.append(_Active(
+                job=j, k=[k[r : r + 1] for k in cache.k], v=[v[r : r + 1] for v in cache.v],
+                valid=cache.key_valid[r : r + 1, : cache.ctx_len], canvas_start=cache.canvas_start[r : r + 1],
+                canvas=canvas, masked=torch.ones_like(canvas, dtype=torch.bool), gen=gen, admitted=now))
+
+    def _build(self) -> _Batch:
+        """The batched cache of the active jobs: contexts left-aligned, padded to the longest."""
+        act = self._active
+        b = len(act)
+        L = max(a.ctx_len for a in act)
+        cap = max(a.job.cfg.max_tokens for a in act)
+        ref = act[0].k[0]
+        _, h, _, hd = ref.shape
+        ks, vs = [], []
+        for i in range(len(act[0].k)):
+            k = torch.zeros(b, h, L + cap, hd, dtype=ref.dtype, device=ref.device)
+            v = torch.zeros_like(k)
+            for r, a in enumerate(act):
+                k[r, :, : a.ctx_len] = a.k[i][0]
+                v[r, :, : a.ctx_len] = a.v[i][0]
+            ks.append(k)
+            vs.append(v)
+        valid = torch.zeros(b, L + cap, dtype=torch.bool, device=ref.device)
+        for r, a in enumerate(act):
+            valid[r, : a.ctx_len] = a.valid[0]
+        starts = torch.cat([a.canvas_start for a in act])
+        return _Batch(ks, vs, valid, starts, L, cap)
+
+    def _forward(self) -> None:
+        from ..model import ContextCache
+
+        batch = self._batch
+        assert batch is not None
+        act = self._active
+        tok = self.engine.tokenizer
+        dev = act[0].canvas.device
+        sizes = torch.tensor([a.size for a in act], device=dev)  # (B,)
+        width = max(a.size for a in act)
+        canvas = torch.full((len(act), width), tok.mask_id, dtype=torch.long, device=dev)  # (B, C)
+        for r, a in enumerate(act):
+            canvas[r, : a.size] = a.canvas[0]
+        # Canvas columns past a row's own width are invalid keys for that row.
+        batch.key_valid[:, batch.ctx_len :] = (
+            torch.arange(batch.capacity, device=dev).unsqueeze(0) < sizes.unsqueeze(1))
+        cache = ContextCache(batch.k, batch.v, batch.key_valid, batch.canvas_start, batch.ctx_len, batch.capacity)
+        logits = self.engine.model.canvas_logits(canvas, cache)  # (B, C, V)
+        self.metrics.forward_passes.inc()
+        self.metrics.batch_size.observe(len(act))
+        for r, a in enumerate(act):
+            commit_pass(logits[r : r + 1, : a.size], a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen)
+            a.nfe += 1
+        # One host read for the whole batch: masked counts and whether a pad was committed, per row.
+        stats = torch.stack([torch.stack([a.masked.sum(), (a.canvas == tok.pad_id).any().long()]) for a in act])
+        done: list[_Active] = []
+        for a, (n_masked, has_pad) in zip(act, stats.tolist(), strict=True):
+            stop = ""
+            if n_masked == 0:
+                if has_pad:
+                    stop = "complete"
+                elif a.size >= a.job.cfg.max_tokens:
+                    stop = "length"
+            # Undecided slots, as the engine's sampler counts them: masked ones plus those the canvas may still
+            # grow into (so the count never rises).
+            self._emit(a, 0 if stop else int(n_masked) + max(0, a.job.cfg.max_tokens - a.size), stop)
+            if stop:
+                done.append(a)
+                continue
+            a.index += 1
+            if n_masked == 0:  # every slot holds a real token: grow the canvas (doubling), as the sampler does
+                new = min(a.job.cfg.max_tokens, a.size * 2)
+                pad = torch.full((1, new - a.size), tok.mask_id, dtype=torch.long, device=dev)
+                a.canvas = torch.cat([a.canvas, pad], dim=1)
+                a.masked = torch.cat([a.masked, torch.ones_like(pad, dtype=torch.bool)], dim=1)
+        if done:
+            for a in done:
+                self._retire(a, "done")
+                self.metrics.latency.observe(time.perf_counter() - a.job.submitted)
+            self._active = [a for a in act if a not in done]
+            self._batch = None  # the set changed: rebuild before the next pass
+            self.metrics.active.set(len(self._active))
+
+    def _emit(self, a: _Active, n_masked: int, stop: str) -> None:
+        tok = self.engine.tokenizer
+        ids = a.canvas[0].tolist()
+        text = tok.decode(ids)
+        stable = None
+        if a.job.spec.stable:
+            cut = ids.index(tok.mask_id) if tok.mask_id in ids else len(ids)
+            stable = tok.decode(ids[:cut]).rstrip("\ufffd")  # an unfinished UTF-8 sequence is not stable yet
+        if a.job.spec.single_line:
+            text = _first_line(text)
+            stable = _first_line(stable) if stable is not None else None
+        if a.index == 0:
+            self.metrics.first_pass.observe(time.perf_counter() - a.job.submitted)
+        self.metrics.passes.inc()
+        a.job._deliver(JobPass(a.index, text, n_masked, bool(stop), a.nfe, stop, stable))
+
+
+def _first_line(text: str) -> str:
+    nl = text.find("\n")
+    return text if nl < 0 else text[:nl]

@@ -1,0 +1,107 @@
+"""Request and response models of the HTTP and websocket APIs (pydantic, strict: a wrong type is an error).
+
+JSON-RPC method names, error codes and the pass / response shapes shared with the language server live in
+``edit_engine.protocol``; this module adds the parameter models and the OpenAI-compatible bodies.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_STRICT = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+
+
+# ---------------------------------------------------------------------------------------------------- websocket
+class Position(BaseModel):
+    model_config = _STRICT
+    line: int = Field(ge=0)
+    character: int = Field(ge=0)
+
+
+class Range(BaseModel):
+    model_config = _STRICT
+    start: Position
+    end: Position
+
+
+class InfillParams(BaseModel):
+    """Params of ``editEngine/infill``: ``{prefix, suffix}`` or ``{text, position | offset, range?}``."""
+
+    model_config = _STRICT
+    prefix: str | None = None
+    suffix: str | None = None
+    text: str | None = None
+    position: Position | None = None
+    offset: int | None = Field(default=None, ge=0)  # character offset into text (code points)
+    range: Range | None = None  # rewrite this range of text
+    languageId: str = "python"
+    uri: str | None = None
+    version: int | None = None
+    maxTokens: int | None = Field(default=None, ge=1)
+    stream: bool = True
+    positionEncoding: Literal["utf-16", "utf-8", "utf-32"] = "utf-16"
+
+
+class RpcMessage(BaseModel):
+    """The envelope; ``params`` are checked per method."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+    jsonrpc: Literal["2.0"]
+    method: str | None = None
+    id: int | str | None = None
+    params: dict[str, Any] | list[Any] | None = None
+    result: Any = None
+    error: Any = None
+
+
+class CancelParams(BaseModel):
+    model_config = _STRICT
+    id: int | str
+
+
+# ---------------------------------------------------------------------------------------------------- HTTP
+class CompletionRequest(BaseModel):
+    """OpenAI ``/v1/completions`` with a suffix (fill-in-the-middle) and ``diffusing`` (Inception)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    model: str | None = None
+    prompt: str | list[str] = ""
+    suffix: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    stream: bool = False
+    diffusing: bool = False
+    seed: int | None = None
+    n: int = Field(default=1, ge=1, le=1)
+
+    def prompt_text(self) -> str:
+        if isinstance(self.prompt, str):
+            return self.prompt
+        if len(self.prompt) != 1:
+            raise ValueError("prompt must be a string or a list of exactly one string")
+        return self.prompt[0]
+
+
+FINISH = {"complete": "stop", "length": "length", "cancelled": "stop"}
+
+
+def completion_body(cid: str, model: str, text: str, stop_reason: str, prompt_tokens: int,
+                    completion_tokens: int, created: int | None = None) -> dict[str, Any]:
+    return {
+        "id": cid, "object": "text_completion", "created": created or int(time.time()), "model": model,
+        "choices": [{"index": 0, "text": text, "finish_reason": FINISH.get(stop_reason, "stop"), "logprobs": None}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def completion_chunk(cid: str, model: str, created: int, text: str, finish_reason: str | None) -> dict[str, Any]:
+    return {"id": cid, "object": "text_completion", "created": created, "model": model,
+            "choices": [{"index": 0, "text": text, "finish_reason": finish_reason, "logprobs": None}]}
+
+
+def models_body(name: str, created: int) -> dict[str, Any]:
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": "edit-engine"}]}

@@ -1,0 +1,130 @@
+"""HTTP routes: OpenAI-compatible completions (fill-in-the-middle), models, health, metrics, and the websocket.
+
+Each route parses its request, calls the ``Service``, and formats the answer; errors are ``ServeError`` and
+become responses in ``app.py``'s one handler.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, WebSocket
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+
+from .batching import Cancelled, Job
+from .errors import ServeError
+from .protocol import CompletionRequest, completion_body, completion_chunk, models_body
+from .serving import Service
+from .ws import authorized, websocket_endpoint
+
+STARTED = int(time.time())
+
+
+def get_service(request: Request) -> Service:
+    service = request.app.state.service
+    assert isinstance(service, Service)
+    return service
+
+
+def require_key(request: Request) -> None:
+    if not authorized(request.headers.get("authorization"), get_service(request).settings.api_key):
+        raise ServeError("unauthorized", "missing or wrong API key (send 'Authorization: Bearer KEY')")
+
+
+public = APIRouter()
+protected = APIRouter(dependencies=[Depends(require_key)])
+
+
+@public.get("/healthz")
+async def healthz(service: Service = Depends(get_service)) -> dict[str, Any]:
+    return {"status": "ok", "model": service.model_name, "queueDepth": service.scheduler.queue_depth}
+
+
+@protected.get("/metrics")
+async def metrics(service: Service = Depends(get_service)) -> Response:
+    return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+@protected.get("/v1/models")
+async def models(service: Service = Depends(get_service)) -> dict[str, Any]:
+    return models_body(service.model_name, STARTED)
+
+
+@protected.post("/v1/completions")
+@protected.post("/v1/fim/completions")
+async def completions(body: CompletionRequest, service: Service = Depends(get_service)) -> Response:
+    spec = service.plan_completion(body, stable=body.stream and not body.diffusing)
+    try:
+        job = await service.start(spec)
+    except ServeError as e:
+        service.metrics.requests.inc(route="http", outcome="overloaded" if e.kind == "overloaded" else "error")
+        raise
+    cid = "cmpl-" + uuid.uuid4().hex[:24]
+    model = service.model_name
+    if body.stream:
+        return StreamingResponse(_sse(service, job, cid, model, body.diffusing), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+    try:
+        last = None
+        async for p in job.passes():
+            last = p
+    except Cancelled as c:
+        service.metrics.requests.inc(route="http", outcome="cancelled")
+        raise ServeError("cancelled", str(c)) from c
+    finally:
+        if last is None or not last.final:
+            job.cancel("disconnect")
+    assert last is not None
+    service.metrics.requests.inc(route="http", outcome="ok")
+    return JSONResponse(completion_body(cid, model, last.text, last.stop_reason,
+                                        service.count_tokens(spec.prefix) + service.count_tokens(spec.suffix),
+                                        service.count_tokens(last.text)))
+
+
+async def _sse(service: Service, job: Job, cid: str, model: str, diffusing: bool) -> AsyncIterator[str]:
+    """``data: {...}`` chunks, then ``data: [DONE]``. Diffusing: each chunk is the whole span (replace);
+    otherwise appended deltas of the committed leading text. A client that goes away cancels the job."""
+    created = int(time.time())
+    sent = ""
+    finished = False
+    try:
+        async for p in job.passes():
+            if diffusing:
+                yield _data(completion_chunk(cid, model, created, p.text, _finish(p.stop_reason) if p.final else None))
+            else:
+                target = p.text if p.final else (p.stable or "")
+                delta = target[len(sent) :] if target.startswith(sent) else ""
+                if delta or p.final:
+                    sent += delta
+                    yield _data(completion_chunk(cid, model, created, delta,
+                                                 _finish(p.stop_reason) if p.final else None))
+            finished = p.final
+        service.metrics.requests.inc(route="http", outcome="ok")
+    except Cancelled as c:
+        service.metrics.requests.inc(route="http", outcome="cancelled")
+        err = ServeError("cancelled", str(c))
+        yield _data(err.http_body())
+    finally:
+        if not finished and not job.cancelled:  # the client went away mid-stream
+            service.metrics.cancellations.inc(reason="disconnect")
+            job.cancel("disconnect")
+    yield "data: [DONE]\n\n"
+
+
+def _finish(stop_reason: str) -> str:
+    return "length" if stop_reason == "length" else "stop"
+
+
+def _data(obj: dict[str, Any]) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+@public.websocket("/v1/stream")
+async def stream(ws: WebSocket) -> None:
+    service = ws.app.state.service
+    assert isinstance(service, Service)
+    await websocket_endpoint(ws, service)

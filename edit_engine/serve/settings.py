@@ -1,0 +1,117 @@
+"""The server's one settings object. It also produces the CLI flags and reads ``EDIT_ENGINE_*`` variables.
+
+Precedence: command-line flag > environment variable > the default written here. Every field carries its help
+text, so adding a setting adds its flag and its variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any
+
+ENV_PREFIX = "EDIT_ENGINE_"
+
+
+def _help(text: str) -> Any:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How ``edit-engine serve`` runs. Limits bound memory and time per request, connection and server."""
+
+    host: str = field(default="127.0.0.1", metadata=_help("address to bind (loopback by default)"))
+    port: int = field(default=8765, metadata=_help("TCP port (0 = any free port)"))
+    model: str | None = field(default=None, metadata=_help("checkpoint directory (default: the packaged model)"))
+    api_key: str | None = field(default=None, metadata=_help(
+        "require 'Authorization: Bearer KEY' on every route but /healthz (needed to bind a non-loopback address)"))
+    threads: int = field(default=0, metadata=_help("torch CPU threads (0 = torch's default)"))
+    device: str = field(default="cpu", metadata=_help("torch device of the model"))
+    # Batching: the scheduler runs the passes of up to max_batch requests in one forward pass.
+    max_batch: int = field(default=16, metadata=_help("requests denoised together in one forward pass (1 = unbatched)"))
+    document_workers: int = field(default=2, metadata=_help(
+        "threads running document requests (syntax-aware plan and repair, unbatched)"))
+    max_queue: int = field(default=64, metadata=_help("requests waiting for a batch slot; beyond it: overloaded"))
+    # Limits: over any of them the request gets a clear error (-32001, HTTP 413/429/503), never a drop.
+    max_request_bytes: int = field(default=1_000_000, metadata=_help("largest request body or websocket frame"))
+    max_document_chars: int = field(default=500_000, metadata=_help("largest document (prefix + suffix, or text)"))
+    max_tokens: int = field(default=256, metadata=_help("largest maxTokens a request may ask for"))
+    max_inflight_per_connection: int = field(default=8, metadata=_help("requests in flight on one websocket"))
+    retry_after_s: int = field(default=1, metadata=_help("Retry-After seconds sent with overload answers"))
+    log_level: str = field(default="info", metadata=_help("uvicorn log level"))
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch", "document_workers", "max_queue", "max_request_bytes", "max_document_chars", "max_tokens",
+                     "max_inflight_per_connection"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is outside 0..65535")
+
+    # ------------------------------------------------------------------ safety
+    def check_bind(self) -> None:
+        """Refuse to listen beyond this machine without an API key (raises ValueError with the reason)."""
+        if self.api_key:
+            return
+        if not is_loopback(self.host):
+            raise ValueError(
+                f"refusing to bind {self.host!r} without an API key: anyone who can reach it could use the "
+                "model. Pass --api-key KEY (or set EDIT_ENGINE_API_KEY), or bind 127.0.0.1.")
+
+    # ------------------------------------------------------------------ flags and environment
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """One flag per field (``max_batch`` -> ``--max-batch``); defaults are resolved later (env, then field)."""
+        for f in fields(cls):
+            flag = "--" + f.name.replace("_", "-")
+            typ = _scalar_type(f.type)
+            env = ENV_PREFIX + f.name.upper()
+            parser.add_argument(flag, dest=f.name, type=typ, default=None,
+                                help=f"{f.metadata.get('help', '')} [env {env}; default {f.default!r}]")
+
+    @classmethod
+    def resolve(cls, args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+        """Flags over environment over defaults. Bad environment values raise ValueError naming the variable."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            cli = getattr(args, f.name, None) if args is not None else None
+            if cli is not None:
+                values[f.name] = cli
+                continue
+            env = environ.get(ENV_PREFIX + f.name.upper())
+            if env is not None and env != "":
+                try:
+                    values[f.name] = _scalar_type(f.type)(env)
+                except ValueError as e:
+                    raise ValueError(f"{ENV_PREFIX + f.name.upper()}={env!r}: {e}") from e
+        return cls(**values)
+
+    def with_(self, **kw: Any) -> Settings:
+        return replace(self, **kw)
+
+
+def _scalar_type(annotation: Any) -> type:
+    """The constructor for a field's annotation (annotations are strings under ``from __future__``)."""
+    text = str(annotation)
+    if text.startswith("int"):
+        return int
+    if text.startswith("float"):
+        return float
+    return str
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+DEFAULTS = {f.name: f.default for f in fields(Settings) if f.default is not MISSING}

@@ -1,0 +1,236 @@
+"""The websocket front end: JSON-RPC 2.0 on ``/v1/stream``, the same methods as the language server.
+
+One ``Connection`` per socket. Each ``editEngine/infill`` request becomes a task that forwards the job's passes
+as ``editEngine/pass`` notifications and ends with the response (or an error). Several requests may be in
+flight; ``$/cancelRequest``, a newer request for the same ``uri`` and closing the socket cancel them (answered
+with -32800 while the socket is open). A bad frame gets a JSON-RPC error and the connection stays usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+
+from .. import protocol as rpc
+from .batching import Cancelled, Job
+from .errors import ServeError, rpc_error_message
+from .protocol import CancelParams, InfillParams, RpcMessage
+from .serving import Planned, Service
+
+
+@dataclass(eq=False)
+class _Request:
+    id: int | str
+    uri: str | None
+    job: Job | None = None
+    cancel_reason: str | None = None
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+def authorized(header: str | None, api_key: str | None) -> bool:
+    """``Authorization: Bearer KEY`` matches (constant-time), or no key is configured."""
+    if not api_key:
+        return True
+    if not header or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header[len("Bearer ") :].encode(), api_key.encode())
+
+
+def _validation_message(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors()[:5]:
+        loc = ".".join(str(x) for x in err["loc"]) or "params"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class Connection:
+    def __init__(self, ws: WebSocket, service: Service) -> None:
+        self.ws = ws
+        self.service = service
+        self.metrics = service.metrics
+        self.settings = service.settings
+        self.inflight: dict[int | str, _Request] = {}
+        self.by_uri: dict[str, _Request] = {}
+        self._send_lock = asyncio.Lock()
+        self._open = True
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        if not self._open:
+            return
+        data = json.dumps(msg, ensure_ascii=False)
+        async with self._send_lock:
+            try:
+                await self.ws.send_text(data)
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                self._open = False
+
+    async def run(self) -> None:
+        self.metrics.connections.inc()
+        try:
+            while True:
+                msg = await self.ws.receive()
+                if msg["type"] == "websocket.disconnect":
+                    break
+                frame = msg.get("text")
+                if frame is None and msg.get("bytes") is not None:
+                    frame = msg["bytes"]
+                await self.on_frame(frame)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            self._open = False
+            self.metrics.connections.inc(-1)
+            await self._cancel_all("disconnect")
+
+    async def _cancel_all(self, reason: str) -> None:
+        reqs = list(self.inflight.values())
+        for r in reqs:
+            self.cancel(r, reason)
+        tasks = [r.task for r in reqs if r.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def cancel(self, r: _Request, reason: str) -> None:
+        if r.cancel_reason is not None:
+            return
+        r.cancel_reason = reason
+        self.metrics.cancellations.inc(reason=reason)
+        if r.job is not None:
+            r.job.cancel(reason)
+
+    # ------------------------------------------------------------------ one frame
+    async def on_frame(self, frame: str | bytes | None) -> None:
+        if frame is None:
+            return
+        if len(frame) > self.settings.max_request_bytes:
+            await self.send(rpc_error_message(None, ServeError(
+                "too_large", f"frame of {len(frame):,} bytes exceeds the limit of "
+                f"{self.settings.max_request_bytes:,}", limit="max_request_bytes")))
+            return
+        try:
+            data = json.loads(frame)
+        except (ValueError, UnicodeDecodeError) as e:
+            await self.send(rpc_error_message(None, ServeError("parse", f"not valid JSON: {e}")))
+            return
+        if isinstance(data, list):
+            await self.send(rpc_error_message(None, ServeError("invalid_request", "batch requests are not supported")))
+            return
+        raw_id = data.get("id") if isinstance(data, dict) else None
+        reply_id = raw_id if isinstance(raw_id, (int, str)) and not isinstance(raw_id, bool) else None
+        try:
+            m = RpcMessage.model_validate(data)
+        except ValidationError as e:
+            await self.send(rpc_error_message(reply_id, ServeError(
+                "invalid_request", f"not a JSON-RPC 2.0 message: {_validation_message(e)}")))
+            return
+        if m.method is None:
+            if m.result is None and m.error is None:
+                await self.send(rpc_error_message(reply_id, ServeError("invalid_request", "no method")))
+            return  # a response from the client: we send no requests, so nothing waits for it
+        if m.method == rpc.INFILL:
+            if m.id is None:
+                return  # a notification cannot be answered
+            await self.on_infill(m.id, m.params)
+        elif m.method == rpc.CANCEL:
+            try:
+                c = CancelParams.model_validate(m.params or {})
+            except ValidationError:
+                return  # a notification: nothing to answer
+            r = self.inflight.get(c.id)
+            if r is not None:
+                self.cancel(r, "client")
+        elif m.method == rpc.ACCEPTED:
+            return
+        elif m.id is not None:
+            await self.send(rpc_error_message(m.id, ServeError("method_not_found", f"unknown method {m.method!r}")))
+
+    async def on_infill(self, rid: int | str, params: Any) -> None:
+        if rid in self.inflight:
+            await self.send(rpc_error_message(rid, ServeError("invalid_request", f"request id {rid!r} is in flight")))
+            return
+        try:
+            if len(self.inflight) >= self.settings.max_inflight_per_connection:
+                raise ServeError("overloaded", f"{len(self.inflight)} requests in flight on this connection "
+                                 f"(limit {self.settings.max_inflight_per_connection})",
+                                 limit="max_inflight_per_connection", retry_after=self.settings.retry_after_s)
+            if not isinstance(params, dict):
+                raise ServeError("invalid_params", "params must be an object")
+            try:
+                p = InfillParams.model_validate(params)
+            except ValidationError as e:
+                raise ServeError("invalid_params", _validation_message(e)) from e
+            planned = self.service.plan_infill(p)
+        except ServeError as e:
+            self._count(e)
+            await self.send(rpc_error_message(rid, e))
+            return
+        r = _Request(rid, p.uri)
+        self.inflight[rid] = r
+        if p.uri is not None:
+            old = self.by_uri.get(p.uri)
+            if old is not None:
+                self.cancel(old, "superseded")
+            self.by_uri[p.uri] = r
+        r.task = asyncio.create_task(self._serve(r, p, planned))
+
+    def _count(self, e: ServeError) -> None:
+        outcome = {"overloaded": "overloaded", "too_large": "overloaded", "cancelled": "cancelled"}.get(e.kind, "error")
+        self.metrics.requests.inc(route="ws", outcome=outcome)
+
+    async def _serve(self, r: _Request, p: InfillParams, planned: Planned) -> None:
+        t0 = time.perf_counter()
+        finished = False
+        try:
+            try:
+                job = await self.service.start(planned)
+            except ServeError as e:
+                self._count(e)
+                await self.send(rpc_error_message(r.id, e))
+                return
+            r.job = job
+            if r.cancel_reason is not None:  # cancelled while it was being queued
+                job.cancel(r.cancel_reason)
+            last = None
+            range_ = None
+            async for ps in job.passes():
+                last = ps
+                if planned.range_of is not None:
+                    range_ = planned.range_of(ps.start, ps.end)
+                if p.stream:
+                    await self.send({"jsonrpc": "2.0", "method": rpc.PASS, "params": rpc.pass_params(
+                        r.id, ps.index, ps.final, ps.text, ps.masked, uri=p.uri, version=p.version,
+                        range_=range_)})
+            assert last is not None and last.final
+            finished = True
+            self.metrics.requests.inc(route="ws", outcome="ok")
+            await self.send({"jsonrpc": "2.0", "id": r.id, "result": rpc.infill_response(
+                last.text, last.index + 1, last.nfe, (time.perf_counter() - t0) * 1e3, last.stop_reason,
+                range_=range_, version=p.version)})
+        except Cancelled as c:
+            self.metrics.requests.inc(route="ws", outcome="cancelled")
+            await self.send(rpc_error_message(r.id, ServeError("cancelled", f"request cancelled ({c.reason})")))
+        except Exception as e:  # the job failed: answer it, keep the connection
+            self.metrics.requests.inc(route="ws", outcome="error")
+            await self.send(rpc_error_message(r.id, ServeError("internal", f"{type(e).__name__}: {e}")))
+        finally:
+            self.inflight.pop(r.id, None)
+            if r.uri is not None and self.by_uri.get(r.uri) is r:
+                del self.by_uri[r.uri]
+            if r.job is not None and not finished:  # stopped early (send failed, task cancelled): stop the work
+                r.job.cancel(r.cancel_reason or "aborted")
+
+
+async def websocket_endpoint(ws: WebSocket, service: Service) -> None:
+    if not authorized(ws.headers.get("authorization"), service.settings.api_key):
+        await ws.close(code=1008, reason="missing or wrong API key")  # before accept: an HTTP 403
+        return
+    await ws.accept()
+    await Connection(ws, service).run()

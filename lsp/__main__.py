@@ -1,0 +1,7 @@
+"""``python -m lsp``: the same as ``edit-engine lsp``."""
+
+import sys
+
+from edit_engine.cli import main
+
+sys.exit(main(["lsp", *sys.argv[1:]]))

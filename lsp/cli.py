@@ -1,0 +1,56 @@
+"""``edit-engine lsp``: the language server on stdio (or ``--tcp PORT``).
+
+Only argparse code at import time; pygls and torch are imported inside the handler. stdout is the LSP channel,
+so logs go to ``--log-file`` (or stderr, which editors show in their LSP log) and to ``window/logMessage``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from edit_engine.cli import _command
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("lsp", help="run the language server (stdio by default)")
+    p.add_argument("--tcp", type=int, metavar="PORT", help="listen on this TCP port instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="address for --tcp (default 127.0.0.1)")
+    p.add_argument("--model", help="checkpoint directory (default: the packaged model; a client's "
+                                   "initializationOptions.modelPath overrides it)")
+    p.add_argument("--log-file", help="write the server log (and editEngine/accepted telemetry) here")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+
+
+def configure_logging(log_file: str | None, level: str) -> None:
+    """Logs to a file, or to stderr; never to stdout."""
+    handler: logging.Handler = logging.FileHandler(log_file, encoding="utf-8") if log_file else \
+        logging.StreamHandler()  # stderr
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message body at INFO
+
+
+@_command("lsp")
+def _lsp(a: argparse.Namespace) -> int:
+    configure_logging(a.log_file, a.log_level)
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
+    from .server import create_server
+    from .settings import parse
+
+    settings, warnings = parse({"modelPath": a.model} if a.model else {})
+    for w in warnings:
+        logging.getLogger("lsp").warning("%s", w)
+    server = create_server(settings)
+    if a.tcp:
+        server.start_tcp(a.host, a.tcp)
+    else:
+        server.start_io()
+    return 0
+

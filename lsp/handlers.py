@@ -1,0 +1,369 @@
+"""LSP handlers: each converts a request to one engine call and converts the result back.
+
+Every request that runs the model goes through ``_fill``: it supersedes the request in flight for the same
+document, pulls the engine's passes one at a time in a worker thread (so the event loop keeps reading
+``$/cancelRequest`` and ``didChange`` between passes), checks after each pass that the document has not
+changed, optionally streams the pass to the client as ``editEngine/pass``, and returns the last pass. Position
+conversions all go through ``edit_engine.positions``; nothing here knows about tokens or the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcContentModified,
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+)
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, LanguageServerProtocol
+
+from edit_engine import Engine, Pass, protocol
+from edit_engine.positions import ENCODINGS, Encoding, offset_to_position, position_to_offset
+
+from . import settings as settings_mod
+from .settings import Settings
+
+log = logging.getLogger("lsp")
+telemetry_log = logging.getLogger("lsp.telemetry")
+
+# LSP language ids -> engine language names (the rest pass through unchanged).
+LANGUAGE_IDS = {"typescriptreact": "tsx", "javascriptreact": "javascript"}
+
+
+@dataclass
+class Document:
+    """The server's copy of an open document (the engine gets ``text``; ``version`` guards staleness)."""
+
+    uri: str
+    text: str
+    version: int
+    language: str
+
+
+@dataclass(frozen=True)
+class Fill:
+    """The outcome of one model request, in LSP terms."""
+
+    text: str
+    range: types.Range
+    version: int
+    passes: int
+    nfe: int
+    elapsed_ms: float
+    stop_reason: str
+
+
+class Protocol(LanguageServerProtocol):
+    """pygls' protocol, except that our methods' params stay plain JSON, and a request whose params do not parse
+    is answered with -32602.
+
+    (pygls logs such a message and drops it, which leaves the client waiting for an answer forever.)
+    """
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if isinstance(data, dict) and data.get("method") in (protocol.INFILL, protocol.ACCEPTED):
+            # Our own methods get their params as plain JSON (pygls would make namedtuples of them).
+            if "id" in data:
+                return JsonRPCRequestMessage(id=data["id"], method=data["method"], jsonrpc=data.get("jsonrpc", ""),
+                                             params=data.get("params"))
+            return JsonRPCNotification(method=data["method"], jsonrpc=data.get("jsonrpc", ""),
+                                       params=data.get("params"))
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as e:
+            if not (isinstance(data, dict) and "id" in data and "method" in data):
+                raise
+            msg = f"invalid params for {data['method']}"
+            self._send_response(data["id"], error=types.ResponseError(protocol.INVALID_PARAMS, msg))
+            log.warning("%s (%s)", msg, e)
+            # Something harmless for handle_message: a notification nobody handles.
+            return JsonRPCNotification(method="$/editEngine/invalidParams", jsonrpc="2.0", params=None)
+
+
+class EditEngineServer(LanguageServer):
+    """Connection state: settings, open documents, the engine, and the request in flight per document."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        from edit_engine import __version__
+
+        super().__init__("edit-engine", __version__, protocol_cls=Protocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.settings = settings or Settings()
+        self.documents: dict[str, Document] = {}
+        self.inflight: dict[str, asyncio.Task[Any]] = {}
+        self._engine: Engine | None = None
+        self._engine_path: str | None = None
+        self._engine_lock: asyncio.Lock | None = None
+        # One thread runs the model: passes are CPU-bound (torch uses its own intra-op threads), and with a
+        # queue of one a superseded request's pass is dropped before it starts instead of competing for cores.
+        self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edit-engine-model")
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def encoding(self) -> Encoding:
+        """The position encoding negotiated at ``initialize`` (utf-16 until then)."""
+        try:
+            enc = self.workspace.position_encoding
+        except RuntimeError:
+            return "utf-16"
+        value = getattr(enc, "value", enc)
+        return value if value in ENCODINGS else "utf-16"  # type: ignore[return-value]
+
+    def log_message(self, level: int, message: str) -> None:
+        """Log to the server log and to the client's output (``window/logMessage``)."""
+        log.log(level, "%s", message)
+        kind = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning}.get(
+            level, types.MessageType.Info)
+        self.window_log_message(types.LogMessageParams(type=kind, message=f"edit-engine: {message}"))
+
+    def apply_settings(self, options: Any) -> None:
+        self.settings, warnings = settings_mod.parse(options, self.settings)
+        for w in warnings:
+            self.log_message(logging.WARNING, w)
+        log.info("settings: %s", self.settings)
+
+    @property
+    def loaded_engine(self) -> Engine | None:
+        """The engine if one is loaded (without loading one)."""
+        return self._engine
+
+    async def engine(self) -> Engine:
+        """The engine for the current ``modelPath``, loaded off the event loop on first use."""
+        if self._engine_lock is None:
+            self._engine_lock = asyncio.Lock()
+        async with self._engine_lock:
+            path = self.settings.model_path
+            if self._engine is None or self._engine_path != path:
+                t0 = time.perf_counter()
+                try:
+                    self._engine = await asyncio.get_running_loop().run_in_executor(
+                        self.model_thread, Engine.load, path)
+                except Exception as e:  # unreadable checkpoint: every request says so
+                    self.log_message(logging.ERROR, f"cannot load the model: {e}")
+                    raise JsonRpcInternalError(f"cannot load the model: {e}") from e
+                self._engine_path = path
+                log.info("loaded model %s in %.0f ms", path or "(packaged)", (time.perf_counter() - t0) * 1e3)
+            return self._engine
+
+    def document(self, uri: str) -> Document:
+        doc = self.documents.get(uri)
+        if doc is None:
+            raise JsonRpcInvalidParams(f"document {uri} is not open")
+        return doc
+
+    def offset(self, doc: Document, pos: types.Position) -> int:
+        try:
+            return position_to_offset(doc.text, pos.line, pos.character, self.encoding)
+        except ValueError as e:
+            raise JsonRpcInvalidParams(str(e)) from e
+
+    def lsp_range(self, text: str, start: int, end: int) -> types.Range:
+        sl, sc = offset_to_position(text, start, self.encoding)
+        el, ec = offset_to_position(text, end, self.encoding)
+        return types.Range(types.Position(sl, sc), types.Position(el, ec))
+
+
+# ---------------------------------------------------------------------------------------------- documents
+def apply_change(text: str, change: Any, encoding: Encoding) -> str:
+    """Apply one ``TextDocumentContentChangeEvent`` (incremental or whole) to ``text``."""
+    rng = getattr(change, "range", None)
+    if rng is None:
+        return str(change.text)
+    start = position_to_offset(text, rng.start.line, rng.start.character, encoding)
+    end = position_to_offset(text, rng.end.line, rng.end.character, encoding)
+    if end < start:
+        start, end = end, start
+    return text[:start] + change.text + text[end:]
+
+
+def did_open(ls: EditEngineServer, params: types.DidOpenTextDocumentParams) -> None:
+    td = params.text_document
+    lang = LANGUAGE_IDS.get(td.language_id, td.language_id)
+    ls.documents[td.uri] = Document(td.uri, td.text, td.version, lang)
+
+
+def did_change(ls: EditEngineServer, params: types.DidChangeTextDocumentParams) -> None:
+    doc = ls.documents.get(params.text_document.uri)
+    if doc is None:
+        log.warning("didChange for %s, which is not open", params.text_document.uri)
+        return
+    text = doc.text
+    for change in params.content_changes:
+        text = apply_change(text, change, ls.encoding)
+    doc.text, doc.version = text, params.text_document.version
+    # Requests in flight for this document notice the new version after their current pass.
+
+
+def did_close(ls: EditEngineServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.documents.pop(params.text_document.uri, None)
+    if ls.loaded_engine is not None:
+        ls.loaded_engine.syntax_cache.close(params.text_document.uri)
+    task = ls.inflight.pop(params.text_document.uri, None)
+    if task is not None:
+        task.cancel()
+
+
+# ---------------------------------------------------------------------------------------------- settings
+def initialize(ls: EditEngineServer, params: types.InitializeParams) -> None:
+    ls.apply_settings(params.initialization_options)
+
+
+def did_change_configuration(ls: EditEngineServer, params: types.DidChangeConfigurationParams) -> None:
+    ls.apply_settings(params.settings)
+
+
+def accepted(ls: EditEngineServer, params: Any) -> None:
+    """Telemetry from the client: a completion was accepted (fully or partly). Recorded in the log."""
+    record = params if isinstance(params, dict) else {"params": repr(params)}
+    telemetry_log.info("accepted %s", json.dumps(record, sort_keys=True))
+
+
+# ---------------------------------------------------------------------------------------------- the model
+async def _next(ls: EditEngineServer, gen: Iterator[Pass]) -> Pass | None:
+    """The next pass, computed on the model thread. If the request is cancelled while this pass is still
+    queued behind another request's, it never runs."""
+    return await asyncio.get_running_loop().run_in_executor(ls.model_thread, next, gen, None)
+
+
+async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tuple[int, int] | None = None,
+                max_tokens: int | None = None) -> Fill:
+    """Run the model at ``offset`` (or over ``selection``) of ``doc``; stream passes if the client asked."""
+    t0 = time.perf_counter()
+    request_id = ls.protocol.msg_id
+    task = asyncio.current_task()
+    assert task is not None
+    previous = ls.inflight.get(doc.uri)
+    if previous is not None and previous is not task and not previous.done():
+        previous.cancel()  # newer work supersedes older: answered -32800 by pygls
+    ls.inflight[doc.uri] = task
+    version, text = doc.version, doc.text
+    settings = ls.settings
+    gen: Iterator[Pass] | None = None
+    try:
+        engine = await ls.engine()
+        # uri: the engine keeps the document's syntax tree and re-parses it incrementally next time.
+        gen = engine.stream_complete(text, offset, language=doc.language, selection=selection,
+                                     max_tokens=max_tokens or settings.max_tokens, uri=doc.uri,
+                                     **settings.overrides())
+        last: Pass | None = None
+        rng: types.Range | None = None
+        while True:
+            try:
+                p = await _next(ls, gen)
+            except ValueError as e:  # the engine rejects the input (e.g. document too large)
+                raise JsonRpcInvalidParams(str(e)) from e
+            if p is None:
+                break
+            if doc.version != version or ls.documents.get(doc.uri) is not doc:
+                raise JsonRpcContentModified(f"{doc.uri} changed while the request ran (version {version})")
+            if rng is None:
+                rng = ls.lsp_range(text, p.start, p.end)
+            if settings.stream_passes and request_id is not None:
+                ls.protocol.notify(protocol.PASS, protocol.pass_params(
+                    request_id, p.index, p.final, p.text, p.masked, uri=doc.uri, version=version,
+                    range_=_range_json(rng)))
+            last = p
+            if p.final:
+                break
+        if last is None or rng is None:
+            raise JsonRpcInternalError("the engine produced no pass")
+        fill = Fill(last.text, rng, version, last.index + 1, last.nfe, (time.perf_counter() - t0) * 1e3,
+                    last.stop_reason)
+        log.info("request %s: %d passes, %d chars, %.0f ms, %s", request_id, fill.passes, len(fill.text),
+                 fill.elapsed_ms, fill.stop_reason)
+        return fill
+    finally:
+        close = getattr(gen, "close", None)
+        if close is not None:
+            try:
+                close()  # a generator: stops the model before its next forward pass
+            except ValueError:  # cancelled mid-pass: close it on the model thread once that pass is done
+                ls.model_thread.submit(close)
+        if ls.inflight.get(doc.uri) is task:
+            del ls.inflight[doc.uri]
+
+
+def _range_json(rng: types.Range) -> dict[str, Any]:
+    return protocol.lsp_range((rng.start.line, rng.start.character), (rng.end.line, rng.end.character))
+
+
+async def inline_completion(ls: EditEngineServer,
+                            params: types.InlineCompletionParams) -> types.InlineCompletionList:
+    doc = ls.document(params.text_document.uri)
+    fill = await _fill(ls, doc, ls.offset(doc, params.position))
+    if not fill.text:
+        return types.InlineCompletionList(items=[])
+    return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=fill.text, range=fill.range)])
+
+
+async def completion(ls: EditEngineServer, params: types.CompletionParams) -> types.CompletionList:
+    """Fallback for clients without inline completion: one item whose ``textEdit`` is the fill."""
+    doc = ls.document(params.text_document.uri)
+    offset = ls.offset(doc, params.position)
+    fill = await _fill(ls, doc, offset)
+    if not fill.text:
+        return types.CompletionList(is_incomplete=True, items=[])
+    start = position_to_offset(doc.text, fill.range.start.line, fill.range.start.character, ls.encoding)
+    typed = doc.text[start:offset] if start <= offset else ""
+    label = fill.text.strip().splitlines()[0] if fill.text.strip() else fill.text
+    item = types.CompletionItem(
+        label=label[:80], kind=types.CompletionItemKind.Snippet, detail="edit-engine",
+        filter_text=typed + fill.text, sort_text="0", insert_text_format=types.InsertTextFormat.PlainText,
+        text_edit=types.TextEdit(range=fill.range, new_text=fill.text))
+    return types.CompletionList(is_incomplete=True, items=[item])
+
+
+def _position(v: Any, name: str) -> types.Position:
+    if not (isinstance(v, dict) and isinstance(v.get("line"), int) and isinstance(v.get("character"), int)
+            and not isinstance(v["line"], bool) and not isinstance(v["character"], bool)
+            and v["line"] >= 0 and v["character"] >= 0):
+        raise JsonRpcInvalidParams(f"{name} must be {{line, character}} with non-negative integers")
+    return types.Position(v["line"], v["character"])
+
+
+async def infill(ls: EditEngineServer, params: Any) -> dict[str, Any]:
+    """``editEngine/infill``: ``{textDocument: {uri, version?}, position | range, maxTokens?}``."""
+    if not isinstance(params, dict):
+        raise JsonRpcInvalidParams("params must be an object")
+    td = params.get("textDocument")
+    if not (isinstance(td, dict) and isinstance(td.get("uri"), str)):
+        raise JsonRpcInvalidParams("textDocument.uri is required")
+    doc = ls.document(td["uri"])
+    version = td.get("version")
+    if version is not None:
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise JsonRpcInvalidParams("textDocument.version must be an integer")
+        if version != doc.version:
+            raise JsonRpcContentModified(f"{doc.uri} is at version {doc.version}, not {version}")
+    max_tokens = params.get("maxTokens")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                   or max_tokens < 1):
+        raise JsonRpcInvalidParams("maxTokens must be an integer >= 1")
+    selection = None
+    if params.get("range") is not None:
+        r = params["range"]
+        if not isinstance(r, dict):
+            raise JsonRpcInvalidParams("range must be {start, end}")
+        start = ls.offset(doc, _position(r.get("start"), "range.start"))
+        end = ls.offset(doc, _position(r.get("end"), "range.end"))
+        if end < start:
+            raise JsonRpcInvalidParams("range ends before it starts")
+        offset, selection = start, (start, end)
+    elif params.get("position") is not None:
+        offset = ls.offset(doc, _position(params["position"], "position"))
+    else:
+        raise JsonRpcInvalidParams("position or range is required")
+    fill = await _fill(ls, doc, offset, selection, max_tokens)
+    return protocol.infill_response(fill.text, fill.passes, fill.nfe, fill.elapsed_ms, fill.stop_reason,
+                                    range_=_range_json(fill.range), version=fill.version)

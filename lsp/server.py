@@ -1,0 +1,33 @@
+"""The edit-engine language server: registers the handlers in ``lsp.handlers``, nothing else.
+
+Capabilities: incremental text sync, ``textDocument/inlineCompletion`` (LSP 3.18), ``textDocument/completion``
+(fallback: one item whose ``textEdit`` is the fill), the custom request ``editEngine/infill``, the client
+notification ``editEngine/accepted`` (telemetry), and ``editEngine/pass`` notifications while denoising when
+the client sets ``initializationOptions.streamPasses``.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from edit_engine import protocol
+
+from . import handlers
+from .handlers import EditEngineServer
+from .settings import Settings
+
+
+def create_server(settings: Settings | None = None) -> EditEngineServer:
+    """A server with every handler registered; start it with ``start_io()`` or ``start_tcp(host, port)``."""
+    ls = EditEngineServer(settings)
+    ls.feature(types.INITIALIZE)(handlers.initialize)
+    ls.feature(types.TEXT_DOCUMENT_DID_OPEN)(handlers.did_open)
+    ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)(handlers.did_change)
+    ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)(handlers.did_close)
+    ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(handlers.did_change_configuration)
+    # pygls only advertises inline completion when it is registered with options.
+    ls.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())(handlers.inline_completion)
+    ls.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())(handlers.completion)
+    ls.feature(protocol.INFILL)(handlers.infill)
+    ls.feature(protocol.ACCEPTED)(handlers.accepted)
+    return ls

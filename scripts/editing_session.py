@@ -1,0 +1,213 @@
+"""A scripted editing session over LSP: type a function character by character, ask after every keystroke.
+
+Starts the real language server (``python -m lsp``) on stdio, opens a file with some context, then types
+``--snippet`` one character at a time. After each keystroke it sends the incremental ``didChange``, cancels
+the previous request if it is still running (``$/cancelRequest``, as editors do), and sends a
+``textDocument/inlineCompletion`` request with ``streamPasses`` on. Per request it records the time to the
+first ``editEngine/pass`` and to the answer. Prints a table and writes JSON (``--out``).
+
+Typing is paced at ``--interval-ms`` per keystroke (a simulated typist; 0 = as fast as the client can send);
+``--wait`` instead waits for each answer before the next keystroke (no cancellations: pure request latency).
+
+    nice -n 19 python scripts/editing_session.py --threads 1 --out runs/editing_session.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.client import BaseLanguageClient
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTEXT = '''"""Small helpers for reading configuration files."""
+
+import json
+from pathlib import Path
+
+
+def load_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+'''
+SUFFIX = '''
+
+
+if __name__ == "__main__":
+    print(merge_defaults({"a": 1}, {"b": 2}))
+'''
+SNIPPET = '''def merge_defaults(config: dict, defaults: dict) -> dict:
+    out = dict(defaults)
+    for key, value in config.items():
+        out[key] = value
+    return out'''
+
+
+def percentile(xs: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in [0, 100]); None for no data."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def position(text: str, offset: int) -> types.Position:
+    """UTF-16 position of an offset (the session types ASCII, so characters = code units)."""
+    line = text.count("\n", 0, offset)
+    return types.Position(line=line, character=offset - (text.rfind("\n", 0, offset) + 1))
+
+
+async def session(a: argparse.Namespace) -> dict[str, Any]:
+    client = BaseLanguageClient("editing-session", "0.1")
+    first_pass: dict[str, float] = {}
+    pass_counts: dict[str, int] = {}
+
+    @client.feature("editEngine/pass")
+    def on_pass(params: Any) -> None:
+        rid = str(params.requestId)
+        first_pass.setdefault(rid, time.perf_counter())
+        pass_counts[rid] = pass_counts.get(rid, 0) + 1
+
+    cmd = [sys.executable, "-m", "lsp"]
+    if a.threads:
+        cmd += ["--threads", str(a.threads)]
+    if a.log_file:
+        cmd += ["--log-file", a.log_file]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    await client.start_io(*cmd, env=env)
+    init: dict[str, Any] = {"streamPasses": True}
+    if a.model:
+        init["modelPath"] = a.model
+    if a.max_tokens:
+        init["maxTokens"] = a.max_tokens
+    t0 = time.perf_counter()
+    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(),
+                                                         initialization_options=init))
+    client.initialized(types.InitializedParams())
+    uri = "file:///editing_session.py"
+    text = CONTEXT + SUFFIX
+    cursor = len(CONTEXT)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    # Warm-up: the first request loads the model; it is not counted.
+    await client.protocol.send_request_async("editEngine/infill", {
+        "textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}, "maxTokens": 1})
+    startup_ms = (time.perf_counter() - t0) * 1e3
+
+    records: list[dict[str, Any]] = []
+    pending: dict[str, asyncio.Future[Any]] = {}
+    previous: str | None = None
+    version = 1
+    snippet = a.snippet.replace("\\n", "\n") if a.snippet else SNIPPET
+
+    async def ask(rid: str, pos: types.Position, sent: float, keystroke: int) -> None:
+        rec: dict[str, Any] = {"id": rid, "keystroke": keystroke}
+        try:
+            result = await client.protocol.send_request_async(
+                "textDocument/inlineCompletion",
+                types.InlineCompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=pos,
+                                             context=types.InlineCompletionContext(
+                                                 trigger_kind=types.InlineCompletionTriggerKind.Automatic)),
+                msg_id=rid)
+            rec["outcome"] = "ok"
+            items = getattr(result, "items", None) or []
+            rec["chars"] = len(items[0].insert_text) if items else 0
+        except JsonRpcException as e:
+            rec["outcome"] = {-32800: "cancelled", -32801: "stale"}.get(e.code, f"error {e.code}")
+        done = time.perf_counter()
+        rec["latency_ms"] = (done - sent) * 1e3
+        if rid in first_pass:
+            rec["first_pass_ms"] = (first_pass[rid] - sent) * 1e3
+        rec["passes"] = pass_counts.get(rid, 0)
+        records.append(rec)
+
+    t_typing = time.perf_counter()
+    for i, ch in enumerate(snippet):
+        pos = position(text, cursor)
+        text = text[:cursor] + ch + text[cursor:]
+        cursor += 1
+        version += 1
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=ch)]))
+        if previous is not None and not pending[previous].done():
+            client.protocol.notify("$/cancelRequest", types.CancelParams(id=previous))
+        rid = f"k{i}"
+        pending[rid] = asyncio.ensure_future(ask(rid, position(text, cursor), time.perf_counter(), i))
+        previous = rid
+        if a.wait:
+            await pending[rid]
+        elif a.interval_ms:
+            await asyncio.sleep(a.interval_ms / 1e3)  # the simulated typist's pace, not synchronisation
+    await asyncio.gather(*pending.values())
+    typing_s = time.perf_counter() - t_typing
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+
+    ok = [r for r in records if r["outcome"] == "ok"]
+    lat = [r["latency_ms"] for r in ok]
+    ttfp = [r["first_pass_ms"] for r in records if "first_pass_ms" in r]
+    outcomes: dict[str, int] = {}
+    for r in records:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    return {
+        "model": a.model or "(packaged)", "keystrokes": len(snippet), "interval_ms": a.interval_ms,
+        "wait": a.wait, "threads": a.threads, "startup_ms": round(startup_ms, 1), "typing_s": round(typing_s, 2),
+        "outcomes": outcomes,
+        "latency_ms": {"n": len(lat), "p50": percentile(lat, 50), "p95": percentile(lat, 95)},
+        "first_pass_ms": {"n": len(ttfp), "p50": percentile(ttfp, 50), "p95": percentile(ttfp, 95)},
+        "passes_per_answer": {"p50": percentile([float(r["passes"]) for r in ok], 50)},
+        "requests": sorted(records, key=lambda r: r["keystroke"]),
+    }
+
+
+def table(r: dict[str, Any]) -> str:
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:8.1f}"
+
+    rows = [
+        ("request latency (answered)", r["latency_ms"]),
+        ("time to first pass", r["first_pass_ms"]),
+    ]
+    out = [f"model {r['model']}  keystrokes {r['keystrokes']}  interval {r['interval_ms']} ms  wait {r['wait']}  "
+           f"threads {r['threads']}  startup {r['startup_ms']:.0f} ms",
+           "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items())),
+           f"{'':28} {'n':>5} {'p50 ms':>8} {'p95 ms':>8}"]
+    for name, s in rows:
+        out.append(f"{name:28} {s['n']:5d} {f(s['p50'])} {f(s['p95'])}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads in the server (0 = torch's choice)")
+    p.add_argument("--interval-ms", type=float, default=100.0, help="time between keystrokes")
+    p.add_argument("--wait", action="store_true", help="wait for each answer before the next keystroke")
+    p.add_argument("--max-tokens", type=int, help="maxTokens setting for the server")
+    p.add_argument("--snippet", help="text to type (\\n for newlines; default: a small function)")
+    p.add_argument("--log-file", help="server log file")
+    p.add_argument("--out", help="write the JSON report here")
+    a = p.parse_args(argv)
+    result = asyncio.run(session(a))
+    print(table(result))
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Load test of the websocket endpoint: N concurrent JSON-RPC clients for a bounded time and request count.
+
+Checks, per request: exactly one answer; a result's last streamed pass is final and equals the result; errors
+are only deliberate ones (-32800 after our own $/cancelRequest, -32001 overload answers). Samples the resident
+memory of the server process every second and compares the end with the level once every client has had its
+first answer (warm-up).
+
+Loopback only. By default it starts the server in this process (uvicorn in a thread) on an ephemeral port, so
+the memory figure covers server and clients; with --url it drives a running server and --pid names its process.
+
+    nice -n 19 python scripts/load_ws.py --model runs/small/checkpoint --clients 32 --duration 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from websockets.asyncio.client import connect  # noqa: E402
+
+from edit_engine import protocol as rpc  # noqa: E402
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def prompts(n: int, seed: int) -> list[tuple[str, str]]:
+    files = sorted((ROOT / "edit_engine").rglob("*.py"))
+    texts = [f.read_text(encoding="utf-8") for f in files]
+    texts = [t for t in texts if len(t) > 2000]
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        t = rng.choice(texts)
+        cut = rng.randrange(1000, len(t) - 200)
+        out.append((t[cut - 1000 : cut], t[cut : cut + 200]))
+    return out
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.sent = self.ok = self.cancelled = self.overloaded = self.errors = self.lost = 0
+        self.latencies: list[float] = []
+        self.problems: list[str] = []
+
+
+async def client(cid: int, url: str, headers: dict[str, str], deadline: float, budget: list[int],
+                 work: list[tuple[str, str]], a: argparse.Namespace, st: Stats) -> None:
+    rng = random.Random(a.seed * 1000 + cid)
+    async with connect(url, additional_headers=headers, max_size=2**24) as ws:
+        rid = 0
+        while time.monotonic() < deadline and budget[0] > 0:
+            budget[0] -= 1
+            rid += 1
+            prefix, suffix = rng.choice(work)
+            cancel = rng.random() < a.cancel_fraction
+            params: dict[str, Any] = {"maxTokens": a.max_tokens, "uri": f"file:///load/{cid}.py"}
+            if rng.random() < a.document_fraction:  # the engine's document path (plan, repair), unbatched
+                params.update(text=prefix + suffix, offset=len(prefix), languageId="python")
+            else:
+                params.update(prefix=prefix, suffix=suffix)
+            t0 = time.perf_counter()
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": rpc.INFILL, "params": params}))
+            st.sent += 1
+            last_pass: dict[str, Any] | None = None
+            answer = None
+            try:
+                async with asyncio.timeout(a.request_timeout):
+                    while answer is None:
+                        m = json.loads(await ws.recv())
+                        if m.get("method") == rpc.PASS:
+                            if m["params"]["requestId"] != rid:
+                                st.problems.append(f"client {cid}: pass for {m['params']['requestId']} during {rid}")
+                            last_pass = m["params"]
+                            if cancel and m["params"]["passIndex"] == 0 and not m["params"]["final"]:
+                                await ws.send(json.dumps({"jsonrpc": "2.0", "method": rpc.CANCEL,
+                                                          "params": {"id": rid}}))
+                        elif m.get("id") == rid:
+                            answer = m
+                        else:
+                            st.problems.append(f"client {cid}: unexpected {str(m)[:120]}")
+            except TimeoutError:
+                st.lost += 1
+                st.problems.append(f"client {cid}: request {rid} not answered in {a.request_timeout} s")
+                return
+            if "result" in answer:
+                if last_pass is None or not last_pass["final"] or last_pass["text"] != answer["result"]["text"]:
+                    st.problems.append(f"client {cid}: request {rid}: last pass differs from the result")
+                    st.errors += 1
+                else:
+                    st.ok += 1
+                    st.latencies.append(time.perf_counter() - t0)
+            elif answer["error"]["code"] == rpc.REQUEST_CANCELLED and cancel:
+                st.cancelled += 1
+            elif answer["error"]["code"] == rpc.SERVER_OVERLOADED:
+                st.overloaded += 1
+            else:
+                st.errors += 1
+                st.problems.append(f"client {cid}: request {rid}: {answer['error']}")
+
+
+async def drive(url: str, a: argparse.Namespace, pid: int) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {a.api_key}"} if a.api_key else {}
+    work = prompts(64, a.seed)
+    st = Stats()
+    t_start = time.monotonic()
+    deadline = t_start + a.duration
+    budget = [a.max_requests]
+    samples: list[tuple[float, float]] = []
+    warm_at: list[float] = []  # when every client had its first answer (warm-up over)
+
+    async def sample() -> None:
+        while True:
+            now = time.monotonic() - t_start
+            samples.append((now, rss_mib(pid)))
+            if not warm_at and st.ok + st.cancelled + st.overloaded + st.errors >= a.clients:
+                warm_at.append(now)
+            await asyncio.sleep(1.0)  # a sampling period, not synchronisation
+
+    sampler = asyncio.create_task(sample())
+    await asyncio.gather(*(client(i, url, headers, deadline, budget, work, a, st) for i in range(a.clients)))
+    sampler.cancel()
+    wall = time.monotonic() - t_start
+    samples.append((wall, rss_mib(pid)))
+    start = warm_at[0] if warm_at else wall
+    warm = [r for t, r in samples if t >= start] or [samples[-1][1]]
+    lat = sorted(st.latencies)
+
+    def q(p: float) -> float:
+        return round(lat[min(len(lat) - 1, int(p * (len(lat) - 1)))] * 1e3, 1) if lat else float("nan")
+
+    return {
+        "clients": a.clients, "duration_s": round(wall, 1), "sent": st.sent, "ok": st.ok,
+        "cancelled_deliberately": st.cancelled, "overloaded": st.overloaded, "errors": st.errors,
+        "lost": st.lost + (st.sent - st.ok - st.cancelled - st.overloaded - st.errors - st.lost),
+        "req_per_s": round(st.ok / wall, 2), "p50_ms": q(0.5), "p95_ms": q(0.95),
+        "warmup_s": round(start, 1), "rss_mib_after_warmup": round(warm[0], 1), "rss_mib_end": round(samples[-1][1], 1),
+        "rss_mib_max_after_warmup": round(max(warm), 1), "problems": st.problems[:20],
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", help="ws://127.0.0.1:PORT/v1/stream of a running server (default: start one here)")
+    ap.add_argument("--pid", type=int, help="process id of the server given by --url (for the memory figure)")
+    ap.add_argument("--model", help="checkpoint directory for the in-process server (default: packaged)")
+    ap.add_argument("--api-key")
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds of load")
+    ap.add_argument("--max-requests", type=int, default=100_000, help="stop after this many requests")
+    ap.add_argument("--max-tokens", type=int, default=24)
+    ap.add_argument("--cancel-fraction", type=float, default=0.1, help="requests cancelled after their first pass")
+    ap.add_argument("--document-fraction", type=float, default=0.25,
+                    help="requests sent as {text, offset} (engine document path) instead of {prefix, suffix}")
+    ap.add_argument("--request-timeout", type=float, default=120.0)
+    ap.add_argument("--max-batch", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default="load_ws.json")
+    a = ap.parse_args()
+    if a.url:
+        host = urlparse(a.url).hostname or ""
+        if host not in LOOPBACK:
+            ap.error("loopback addresses only")
+        out = asyncio.run(drive(a.url, a, a.pid or os.getpid()))
+    else:
+        import torch
+
+        from edit_engine.engine import Engine
+        from edit_engine.serve.app import BackgroundServer, create_app
+        from edit_engine.serve.settings import Settings
+
+        torch.set_num_threads(a.threads)
+        settings = Settings(port=0, api_key=a.api_key, max_batch=a.max_batch, log_level="warning")
+        engine = Engine.load(a.model)
+        with BackgroundServer(create_app(settings, engine=engine), settings) as srv:
+            out = asyncio.run(drive(srv.ws_url, a, os.getpid()))
+    out["command"] = " ".join(sys.argv)
+    Path(a.json).write_text(json.dumps(out, indent=2))
+    print(json.dumps({k: v for k, v in out.items() if k != "problems"}, indent=2))
+    for p in out["problems"]:
+        print("problem:", p, file=sys.stderr)
+    return 0 if out["errors"] == 0 and out["lost"] == 0 and not out["problems"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

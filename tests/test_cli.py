@@ -1,0 +1,58 @@
+"""The CLI as a user runs it: a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "sample.py"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edit_engine.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+@pytest.mark.slow
+def test_infill_json_on_sample() -> None:
+    p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert {"text", "start", "end", "passes", "nfe", "elapsed_ms"} <= set(out)
+    assert out["start"] == {"line": 14, "col": 5} and out["end"]["line"] >= 14
+    assert out["nfe"] >= 1
+
+
+@pytest.mark.slow
+def test_infill_stream_prints_passes() -> None:
+    p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--stream")
+    assert p.returncode == 0, p.stderr
+    assert "--- pass 0" in p.stdout and "(final)" in p.stdout
+
+
+def test_missing_file() -> None:
+    p = run("infill", "no/such/file.py", "--line", "1", "--col", "1")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cannot read" in p.stderr
+
+
+@pytest.mark.parametrize(("line", "col"), [("0", "1"), ("999", "1"), ("1", "999")])
+def test_position_outside_file(line: str, col: str) -> None:
+    p = run("infill", str(SAMPLE), "--line", line, "--col", col)
+    assert p.returncode == 2 and "outside" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_unreadable_model(tmp_path: Path) -> None:
+    p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--model", str(tmp_path))
+    assert p.returncode == 2 and "lacks" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_invalid_utf8(tmp_path: Path) -> None:
+    f = tmp_path / "bad.py"
+    f.write_bytes(b"x = '\xff'\n")
+    p = run("infill", str(f), "--line", "1", "--col", "1")
+    assert p.returncode == 2 and "UTF-8" in p.stderr

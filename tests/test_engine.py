@@ -1,0 +1,118 @@
+"""The library API: Engine.load / infill / stream / complete / stream_complete, and edit_engine.infill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import edit_engine
+from edit_engine import Engine
+from edit_engine.checkpoint import CheckpointError
+
+PREFIX = "def add(a, b):\n    return "
+SUFFIX = "\n\n\nprint(add(1, 2))\n"
+
+
+def test_infill_result_fields(tiny_engine: Engine) -> None:
+    r = tiny_engine.infill(PREFIX, SUFFIX, language="python", max_tokens=16)
+    assert isinstance(r.text, str)
+    assert r.passes >= 1 and r.nfe >= 1 and r.elapsed_ms > 0
+    assert r.stop_reason in ("complete", "length")
+    assert {"tokenize", "context", "denoise", "total"} <= set(r.timings)
+
+
+def test_stream_last_pass_equals_infill(tiny_engine: Engine) -> None:
+    passes = list(tiny_engine.stream(PREFIX, SUFFIX, max_tokens=16, seed=1))
+    r = tiny_engine.infill(PREFIX, SUFFIX, max_tokens=16, seed=1)
+    assert passes[-1].final and not any(p.final for p in passes[:-1])
+    assert passes[-1].text == r.text
+    assert len(passes) == r.passes and passes[-1].nfe == r.nfe
+    assert [p.index for p in passes] == list(range(len(passes)))
+    masked = [p.masked for p in passes]
+    assert masked == sorted(masked, reverse=True) and masked[-1] == 0
+
+
+def test_closing_the_stream_stops_work(tiny_engine: Engine) -> None:
+    calls = []
+    orig = tiny_engine.model.canvas_logits
+
+    def counting(*a, **k):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return orig(*a, **k)
+
+    tiny_engine.model.canvas_logits = counting  # type: ignore[method-assign]
+    try:
+        g = tiny_engine.stream(PREFIX, SUFFIX, max_tokens=64, threshold=2.0)
+        next(g)
+        next(g)
+        g.close()
+        assert len(calls) == 2
+    finally:
+        del tiny_engine.model.canvas_logits
+
+
+def test_should_stop_stops_before_next_pass(tiny_engine: Engine) -> None:
+    n = 0
+
+    def stop() -> bool:
+        return n >= 3
+
+    for _ in tiny_engine.stream(PREFIX, SUFFIX, max_tokens=64, threshold=2.0, should_stop=stop):
+        n += 1
+    assert n == 3
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=st.text(alphabet=st.sampled_from(list("ab (x):\n\t😀é中")), max_size=60), data=st.data())
+def test_complete_edit_stays_in_document(tiny_engine: Engine, doc: str, data: st.DataObject) -> None:
+    off = data.draw(st.integers(0, len(doc)))
+    c = tiny_engine.complete(doc, off, max_tokens=8)
+    assert 0 <= c.start <= off <= c.end <= len(doc) or (c.start <= c.end and c.kind == "selection")
+    new = doc[: c.start] + c.text + doc[c.end :]
+    assert new.startswith(doc[: c.start]) and new.endswith(doc[c.end :])
+
+
+def test_complete_selection_replaces_exactly_it(tiny_engine: Engine) -> None:
+    doc = "x = 1\ny = 2\nz = 3\n"
+    c = tiny_engine.complete(doc, 6, selection=(6, 11), max_tokens=8)
+    assert (c.start, c.end) == (6, 11)
+
+
+def test_bad_inputs(tiny_engine: Engine) -> None:
+    with pytest.raises(ValueError):
+        tiny_engine.complete("abc", 10)
+    with pytest.raises(ValueError):
+        tiny_engine.infill("a", "b", max_tokens=0)
+    with pytest.raises(ValueError):
+        tiny_engine.infill("a", "b", threshold=-1.0)
+
+
+def test_load_errors(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="not a directory"):
+        Engine.load(tmp_path / "nope")
+    with pytest.raises(CheckpointError, match="lacks"):
+        Engine.load(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    (tmp_path / "model.safetensors").write_bytes(b"garbage")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="cannot read"):
+        Engine.load(tmp_path)
+
+
+def test_checkpoint_round_trip(tiny_checkpoint: Path, tiny_engine: Engine) -> None:
+    e = Engine.load(tiny_checkpoint)
+    a = e.infill(PREFIX, SUFFIX, max_tokens=8)
+    b = tiny_engine.infill(PREFIX, SUFFIX, max_tokens=8)
+    assert a.text == b.text
+
+
+@pytest.mark.slow
+def test_packaged_model_fills_offline(packaged_engine: Engine) -> None:
+    """The model inside the package loads and produces a non-empty fill for a plain Python hole."""
+    r = packaged_engine.infill("import os\n\n\ndef list_files(path):\n    return ", "\n", max_tokens=32)
+    assert r.text.strip(), r
+    assert r.nfe < 32  # parallel decoding: fewer forward passes than the canvas has slots
+    assert edit_engine.infill("x = [1, 2, 3]\ny = len(", ")\n", max_tokens=8).nfe >= 1

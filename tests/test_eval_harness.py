@@ -1,0 +1,171 @@
+"""Benchmark loading, the canonical self-test, exact-match scoring, the model filler and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edit_engine.cli import main
+from edit_engine.engine import Engine
+from edit_engine.eval import benchmarks
+from edit_engine.eval.benchmarks import BenchmarkError, Task, load
+from edit_engine.eval.execution import Limits
+from edit_engine.eval.harness import (
+    Fill,
+    canonical_filler,
+    empty_filler,
+    evaluate,
+    first_line,
+    model_filler,
+    parses,
+)
+
+try:
+    DATA: Path | None = benchmarks.resolve_data_dir()
+except BenchmarkError:
+    DATA = None
+needs_data = pytest.mark.skipif(DATA is None, reason="benchmark data (../shared/benchmarks) not present")
+LIMITS = Limits(timeout_s=3)
+
+
+# ------------------------------------------------------------------------------------------------ loading
+@needs_data
+@pytest.mark.parametrize("name", list(benchmarks.HUMANEVAL_FILES))
+def test_canonical_self_test_scores_one(name: str) -> None:
+    tasks = load(name, limit=4)
+    assert len(tasks) == 4 and all(t.test and t.entry_point for t in tasks)
+    report, results = evaluate(tasks, canonical_filler, benchmark=name, fill_kind="canonical", limits=LIMITS,
+                               progress=False)
+    assert report.score == 1.0, [(r.task_id, r.status) for r in results]
+    assert report.parse_ok == 1.0 and report.metric == "pass_at_1"
+
+
+@needs_data
+def test_empty_fill_fails_single_line_and_wrong_fill_fails() -> None:
+    tasks = load("humaneval-single", limit=3)
+    report, _ = evaluate(tasks, empty_filler, fill_kind="empty", limits=LIMITS, progress=False)
+    assert report.score == 0.0 and report.empty_share == 1.0
+    wrong = evaluate(tasks, lambda t: Fill("    return None\n"), limits=LIMITS, progress=False)[0]
+    assert wrong.score == 0.0
+
+
+@needs_data
+@pytest.mark.parametrize("language", ["python", "javascript", "java"])
+def test_santacoder_canonical_and_empty(language: str) -> None:
+    tasks = load("santacoder-fim", language=language, limit=5)
+    assert all(t.language == language and t.single_line and not t.test for t in tasks)
+    assert evaluate(tasks, canonical_filler, progress=False)[0].score == 1.0
+    assert evaluate(tasks, empty_filler, progress=False)[0].score == 0.0
+
+
+@needs_data
+def test_santacoder_python_join_parses() -> None:
+    # The prompt/suffix join (a line without its newline) must make whole programs with the canonical line.
+    tasks = load("santacoder-fim", language="python", limit=50)
+    assert all(parses(t.prefix + t.canonical + t.suffix) for t in tasks)
+
+
+def test_unknown_benchmark_and_bad_data_dir(tmp_path: Path) -> None:
+    with pytest.raises(BenchmarkError, match="unknown benchmark"):
+        load("nope", data=tmp_path)
+    with pytest.raises(BenchmarkError, match="missing"):
+        load("humaneval-single", data=tmp_path)
+    with pytest.raises(BenchmarkError, match="does not exist"):
+        load("humaneval-single", data=tmp_path / "absent")
+
+
+def test_data_dir_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(benchmarks.DATA_ENV, str(tmp_path))
+    assert benchmarks.resolve_data_dir() == tmp_path
+
+
+def test_default_data_dir_is_beside_the_repository() -> None:
+    root = benchmarks.repo_root()
+    assert (root / "edit_engine").is_dir()
+    assert root.parent / "shared" / "benchmarks" in benchmarks.data_dir_candidates()
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+def _exact_task(canonical: str, tid: str = "t") -> Task:
+    return Task(tid, "python", "def f():\n", "\n    pass\n", canonical, single_line=True)
+
+
+def test_exact_match_strips_surrounding_whitespace_only() -> None:
+    tasks = [_exact_task("    return x + 1", str(i)) for i in range(5)]
+    fills = iter(["return x + 1", "    return x + 1  \n", "return x+1", "    return x + 1\n    pass", ""])
+    seen: list[str] = []
+    report, results = evaluate(tasks, lambda t: Fill(next(fills)), progress=False,
+                               on_result=lambda r: seen.append(r.task_id))
+    assert seen == [t.task_id for t in tasks]  # reported once each, in task order
+    # The 4th is cut at its first line (single-line benchmark) and then matches.
+    assert [r.passed for r in results] == [True, True, False, True, False]
+    assert report.metric == "exact_match" and report.score == pytest.approx(0.6)
+    assert report.empty_share == pytest.approx(0.2)
+    fills = iter(["    return x + 1\n    pass"])
+    raw = evaluate(tasks[:1], lambda t: Fill(next(fills)), truncate=False, progress=False)[0]
+    assert raw.score == 0.0
+
+
+def test_first_line() -> None:
+    assert first_line("a\nb", keep_newline=True) == "a\n"
+    assert first_line("a\nb", keep_newline=False) == "a"
+    assert first_line("ab", keep_newline=True) == "ab"
+
+
+def test_execution_scoring_with_synthetic_task() -> None:
+    t = Task("syn/0", "python", "def add(a, b):\n", "", "    return a + b\n",
+             test="def check(f):\n    assert f(2, 3) == 5\n", entry_point="add")
+    good = evaluate([t], canonical_filler, limits=LIMITS, progress=False)[0]
+    loop = evaluate([t], lambda _: Fill("    while True:\n        pass\n"), limits=Limits(timeout_s=1, wall_s=8),
+                    progress=False)
+    assert good.score == 1.0
+    assert loop[0].score == 0.0 and loop[1][0].status == "timeout"
+
+
+# ------------------------------------------------------------------------------------------------ the model
+def test_model_filler_predicted_and_oracle(tiny_engine: Engine) -> None:
+    t = _exact_task("    return x + 1")
+    report, results = evaluate([t], model_filler(tiny_engine, max_commit=0), progress=False)
+    assert report.n == 1 and results[0].nfe >= 1 and report.mode == "predicted"
+    n = len(tiny_engine.tokenizer.encode(t.canonical))
+    oracle = model_filler(tiny_engine, oracle=True)(t)
+    assert oracle.nfe >= 1 and oracle.tokens <= n + 2  # the canvas holds n slots (re-encoding may differ)
+    empty = Task("e", "python", "x = 1\n", "y = 2\n", "")
+    assert model_filler(tiny_engine, oracle=True)(empty) == Fill("", stop_reason="complete")
+
+
+# ------------------------------------------------------------------------------------------------ the CLI
+def _last_json(out: str) -> dict[str, object]:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@needs_data
+def test_cli_canonical_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--benchmark", "humaneval-single", "--canonical", "--limit", "3", "--json"]) == 0
+    cap = capsys.readouterr()
+    r = _last_json(cap.out)
+    assert r["pass_at_1"] == 1.0 and r["n"] == 3 and r["fill"] == "canonical"
+    for key in ("benchmark", "mode", "parse_ok", "empty_share", "nfe_per_token", "ms_per_task"):
+        assert key in r
+    assert "3/3" in cap.err  # the progress bar
+
+
+@needs_data
+def test_cli_model_table_and_out_file(tiny_checkpoint: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "tasks.jsonl"
+    argv = ["eval", "--benchmark", "santacoder-fim", "--language", "python", "--limit", "2", "--model",
+            str(tiny_checkpoint), "--oracle-length", "--threshold", "0.5", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "exact_match" in table and "oracle" in table
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(r["nfe"] >= 1 for r in rows)
+
+
+def test_cli_user_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["eval", "--benchmark", "humaneval-single", "--data", str(tmp_path / "x"), "--canonical"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["eval", "--benchmark", "humaneval-single", "--limit", "0", "--canonical"]) == 2

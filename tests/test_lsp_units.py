@@ -1,0 +1,96 @@
+"""Unit and property tests of the language server's conversion layer: document edits and settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lsprotocol import types
+
+from edit_engine.positions import ENCODINGS, offset_to_position
+from lsp.handlers import apply_change
+from lsp.settings import Settings, parse
+
+# Text with the characters that make encodings differ: ASCII, 2- and 3-byte UTF-8, astral (surrogate pairs in
+# UTF-16), and every LSP line break.
+CHARS = st.sampled_from(list("ab \t") + ["é", "—", "漢", "😀", "𝄞", "\n", "\r\n", "\r"])
+TEXTS = st.lists(CHARS, max_size=40).map("".join)
+
+
+def _range(text: str, start: int, end: int, encoding: Any) -> types.Range:
+    (sl, sc), (el, ec) = offset_to_position(text, start, encoding), offset_to_position(text, end, encoding)
+    return types.Range(types.Position(sl, sc), types.Position(el, ec))
+
+
+def _inside_crlf(text: str, offset: int) -> bool:
+    return 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n"
+
+
+@settings(max_examples=150, deadline=None)
+@given(TEXTS, TEXTS, st.data(), st.sampled_from(ENCODINGS))
+def test_incremental_change_round_trips(text: str, new: str, data: st.DataObject, encoding: Any) -> None:
+    """An edit sent as LSP positions in any encoding lands on exactly the characters it names."""
+    a = data.draw(st.integers(0, len(text)))
+    b = data.draw(st.integers(a, len(text)))
+    # An offset between the \r and \n of a CRLF has no LSP position of its own (it is the end of the line).
+    if _inside_crlf(text, a) or _inside_crlf(text, b):
+        return
+    change = types.TextDocumentContentChangePartial(range=_range(text, a, b, encoding), text=new)
+    assert apply_change(text, change, encoding) == text[:a] + new + text[b:]
+
+
+@settings(max_examples=50, deadline=None)
+@given(TEXTS, TEXTS)
+def test_whole_document_change_replaces_the_text(text: str, new: str) -> None:
+    assert apply_change(text, types.TextDocumentContentChangeWholeDocument(text=new), "utf-16") == new
+
+
+def test_settings_defaults_and_valid_values(tmp_path: Path) -> None:
+    s, warnings = parse({"modelPath": str(tmp_path), "maxTokens": 12, "threshold": 0.5, "streamPasses": True})
+    assert warnings == []
+    assert s == Settings(model_path=str(tmp_path), max_tokens=12, threshold=0.5, stream_passes=True)
+    assert s.overrides() == {"threshold": 0.5}
+    assert parse(None) == (Settings(), [])
+    assert Settings().overrides() == {}
+
+
+def test_settings_nested_section_and_partial_update() -> None:
+    base, _ = parse({"maxTokens": 5})
+    s, warnings = parse({"editEngine": {"streamPasses": True}}, base)
+    assert warnings == [] and s == Settings(max_tokens=5, stream_passes=True)
+
+
+def test_invalid_settings_fall_back_to_defaults_with_a_warning(tmp_path: Path) -> None:
+    base = Settings(max_tokens=9, threshold=0.3, stream_passes=True)
+    s, warnings = parse({"modelPath": str(tmp_path / "missing"), "maxTokens": 0, "threshold": float("nan"),
+                         "streamPasses": 1, "typo": 3}, base)
+    assert s == Settings()
+    assert len(warnings) == 5
+    assert all(any(k in w for w in warnings) for k in ("modelPath", "maxTokens", "threshold", "streamPasses", "typo"))
+    assert parse([1, 2], base)[0] == base and len(parse([1, 2], base)[1]) == 1
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=12), c, max_size=3),
+                    max_leaves=8)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.sampled_from(["modelPath", "maxTokens", "threshold", "streamPasses", "other"]), JSON))
+def test_any_json_gives_valid_settings(options: dict[str, Any]) -> None:
+    s, warnings = parse(options)
+    assert s.max_tokens is None or (isinstance(s.max_tokens, int) and s.max_tokens >= 1)
+    assert s.threshold is None or s.threshold >= 0
+    assert isinstance(s.stream_passes, bool)
+    assert s.model_path is None or Path(s.model_path).is_dir()
+    assert len(warnings) <= len(options)
+
+
+def test_cli_registers_the_lsp_subcommand() -> None:
+    from edit_engine.cli import build_parser
+
+    a = build_parser().parse_args(["lsp", "--log-file", "server.log", "--threads", "2"])
+    assert (a.command, a.log_file, a.threads, a.tcp, a.model) == ("lsp", "server.log", 2, None, None)
+    assert build_parser().parse_args(["lsp", "--tcp", "2087"]).tcp == 2087

@@ -1,0 +1,28 @@
+"""The VS Code extension in examples/vscode builds: ``npm ci && npm run compile`` in a copy of it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+EXT = Path(__file__).resolve().parents[1] / "examples" / "vscode"
+
+
+@pytest.mark.slow
+def test_vscode_extension_builds(tmp_path: Path) -> None:
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed; the VS Code extension build was not checked")
+    work = tmp_path / "vscode"
+    work.mkdir()
+    for name in ("package.json", "package-lock.json", "tsconfig.json"):
+        shutil.copy2(EXT / name, work / name)
+    shutil.copytree(EXT / "src", work / "src")
+    for cmd in ([npm, "ci", "--no-audit", "--no-fund"], [npm, "run", "compile"]):
+        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    js = (work / "out" / "extension.js").read_text()
+    assert "registerInlineCompletionItemProvider" in js and "editEngine/pass" in js

@@ -1,0 +1,176 @@
+"""The syntax-aware planner: table-driven cursor situations per language, and the invariants of every plan.
+
+``|`` marks the cursor, ``«…»`` a selection. Each row names the span kind and the text the span replaces, and
+gives a stub fill (what a model might write); the stub, finished by ``postprocess.finish`` and inserted at the
+reported span, must parse with the language's real grammar.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edit_engine import planner, postprocess, syntax
+from edit_engine.engine import Engine
+
+CASES = [
+    # (language, source, kind, replaced text, stub fill)
+    ("python", "def f(x):\n    return max(|)\n", "in_brackets", "", "x, 1"),
+    ("python", "def f(x):\n    return max(|  )\n", "in_brackets", "  ", "x, 1)"),
+    ("python", "y = [1, |]\n", "in_brackets", "", "2"),
+    ("python", "def f(x):|", "block_body", "", "return x"),
+    ("python", "class A:\n    def f(self):|\n", "block_body", "", "\n        return 1\n"),
+    ("python", "def f(x):\n    y = 1\n|\n    return y\n", "statement", "", "z = 2"),
+    ("python", "def f(x):\n    y = 1\n    |\n    return y\n", "statement", "", "z = 2\n    w = 3"),
+    ("python", "x = 1  # note|\n", "comment", "", " more\nnot a comment"),
+    ("python", "s = 'ab|c'\n", "string", "", "de' + 'f"),
+    ("python", "x = a + |b\n", "in_line", "", "1 + b"),
+    ("python", "x = foo|\n", "rest_of_line", "", "(1)\ny = 2"),
+    ("python", "def f(x):\n    «return 1»\n", "selection", "return 1", "return 2"),
+    ("javascript", "function f(a) {|}\n", "block_body", "", "return a;\n}"),
+    ("javascript", "const m = Math.max(|);\n", "in_brackets", "", "1, 2);"),
+    ("javascript", "function f(a) {\n  const b = 1;\n|\n  return b;\n}\n", "statement", "", "const c = 2;"),
+    ("javascript", "// hello |\nf();\n", "comment", "", "world"),
+    ("javascript", "const s = \"ab|\";\n", "string", "", "x\";"),
+    ("javascript", "if (a) {|\n}\n", "block_body", "", "b();"),
+    ("javascript", "const x = «a + b»;\n", "selection", "a + b", "a * b"),
+    ("typescript", "function f(a: number): number {\n  return Math.max(|);\n}\n", "in_brackets", "", "a, 1"),
+    ("typescript", "interface A {|}\n", "block_body", "", "x: number;"),
+    ("typescript", "let x: number = |;\n", "in_line", "", "1"),
+    ("typescript", "/* a | b */\nlet y = 1;\n", "comment", "", "c */ d"),
+    ("tsx", "const x = <div>{foo(|)}</div>;\n", "in_brackets", "", "1"),
+    ("tsx", "function C() {|}\n", "block_body", "", "return <div />;"),
+    ("rust", "fn main() {\n    let v = vec![1, |];\n}\n", "in_brackets", "", "2"),
+    ("rust", "fn main() {|}\n", "block_body", "", "let x = 1;"),
+    ("rust", "fn f() -> i32 {\n    let a = 1;\n|\n    a\n}\n", "statement", "", "let b = 2;"),
+    ("rust", "// doc |\nfn main() {}\n", "comment", "", "text"),
+    ("rust", "fn main() { let s = \"ab|\"; }\n", "string", "", "cd\"; x"),
+    ("go", "package main\n\nfunc main() {\n\tprintln(|)\n}\n", "in_brackets", "", "1"),
+    ("go", "package main\n\nfunc main() {|}\n", "block_body", "", "x := 1\n_ = x"),
+    ("go", "package main\n\nfunc main() {\n\tx := 1\n|\n\t_ = x\n}\n", "statement", "", "y := 2\n_ = y"),
+    ("go", "package main\n\nvar s = \"a|b\"\n", "string", "", "c"),
+]
+
+
+def _cursor(src: str) -> tuple[str, int, tuple[int, int] | None]:
+    if "«" in src:
+        s = src.index("«")
+        e = src.index("»") - 1
+        text = src.replace("«", "").replace("»", "")
+        return text, s, (s, e)
+    off = src.index("|")
+    return src.replace("|", "", 1), off, None
+
+
+def _errors(language: str, text: str) -> list[str]:
+    doc = syntax.Document.parse(text, language)
+    assert doc.tree is not None
+    return [f"{n.type}@{n.start_point}" for n in syntax.broken_nodes(doc.tree)]
+
+
+@pytest.mark.parametrize(("language", "src", "kind", "replaced", "stub"), CASES,
+                         ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES)])
+def test_cursor_situations(language: str, src: str, kind: str, replaced: str, stub: str) -> None:
+    text, offset, sel = _cursor(src)
+    pl = planner.plan(text, offset, sel, language=language)
+    assert (pl.kind, text[pl.start : pl.end]) == (kind, replaced)
+    assert pl.language == language and pl.check == (kind not in ("comment", "string"))
+    if sel is None:
+        assert pl.start == offset
+    else:
+        assert (pl.start, pl.end) == sel
+    fill = postprocess.finish(stub, pl, text[pl.end :], syntax.load(language))
+    result = text[: pl.start] + fill + text[pl.end :]
+    assert _errors(language, result) == [], result
+
+
+def test_block_body_is_indented_one_level_deeper() -> None:
+    text = "class A:\n    def f(self):"
+    pl = planner.plan(text, len(text), language="python")
+    fill = postprocess.finish("return 1\nreturn 2", pl, "", syntax.load("python"))
+    assert fill == "\n        return 1\n        return 2"
+
+
+def test_tab_indented_document_gets_tabs() -> None:
+    text = "def f(x):\n\tif x:\n\t\treturn 1\n\treturn 2\n\ndef g():"
+    pl = planner.plan(text, len(text), language="python")
+    assert pl.unit == "\t"
+    fill = postprocess.finish("\n    if x:\n        y = 1\n    return x", pl, "", syntax.load("python"), "    ")
+    assert fill == "\n\tif x:\n\t\ty = 1\n\treturn x"
+
+
+def test_string_fill_stops_at_the_closing_quote() -> None:
+    text = "s = f'''ab'''\n"
+    pl = planner.plan(text, 8, language="python")
+    assert (pl.kind, pl.stop) == ("string", "'''")
+    assert postprocess.finish("cd''' + x", pl, text[8:], syntax.load("python")) == "cd"
+
+
+def test_brackets_closing_on_a_later_line_are_not_in_line_spans() -> None:
+    text = "x = foo(a, \n    b)\n"
+    pl = planner.plan(text, 8, language="python")
+    assert pl.kind == "in_line"
+
+
+@pytest.mark.parametrize("language", ["cobol", "plaintext", "../python", ""])
+def test_unknown_language_falls_back_to_lines(language: str) -> None:
+    text = "foo(bar)\nbaz:\n"
+    assert planner.plan(text, 4, language=language).kind == "in_line"
+    pl = planner.plan(text, 13, language=language)
+    assert (pl.kind, pl.check, pl.language) == ("block_body", False, language)
+
+
+# ---------------------------------------------------------------------------------------------- properties
+LANGS = ["python", "javascript", "typescript", "tsx", "rust", "go", "plaintext"]
+PIECES = ["def f(x):", "\n", "    ", "\t", "return ", "max(", ")", "[", "]", "{", "}", "'", '"', "# ", "// ",
+          "/*", "*/", "x", " = ", "1", ", ", ":", ";", "😀", "日本語", "é", "e\u0301", "\u0301", "🇫🇷", "\r\n"]
+documents = st.lists(st.sampled_from(PIECES), max_size=25).map("".join)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=documents, data=st.data(), language=st.sampled_from(LANGS))
+def test_span_contains_the_cursor_and_stays_inside(text: str, data: st.DataObject, language: str) -> None:
+    offset = data.draw(st.integers(0, len(text)))
+    pl = planner.plan(text, offset, language=language)
+    assert 0 <= pl.start <= offset <= pl.end <= len(text)
+    assert pl.kind in planner.KINDS
+    assert 1 <= pl.initial_canvas <= pl.max_tokens
+    # Character boundaries: the span maps to whole UTF-8 sequences and back.
+    for edge in (pl.start, pl.end):
+        assert syntax.positions.char_offset(text, syntax.positions.byte_offset(text, edge)) == edge
+    if pl.kind == "in_brackets" and pl.end > pl.start:
+        assert not text[pl.start : pl.end].strip()  # only blanks before the closer are replaced
+    stub = data.draw(st.sampled_from(["", "x", "a)\n  b", "😀'", "\n\tq = (1"]))
+    fill = postprocess.finish(stub, pl, text[pl.end :], syntax.load(language))
+    new = text[: pl.start] + fill + text[pl.end :]
+    assert new[: pl.start] == text[: pl.start] and new[len(new) - (len(text) - pl.end) :] == text[pl.end :]
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=documents, data=st.data(), language=st.sampled_from(LANGS))
+def test_selection_span_is_the_selection(text: str, data: st.DataObject, language: str) -> None:
+    s = data.draw(st.integers(0, len(text)))
+    e = data.draw(st.integers(s, len(text)))
+    pl = planner.plan(text, s, (s, e), language=language)
+    assert (pl.start, pl.end, pl.kind) == (s, e, "selection")
+
+
+def test_bad_positions_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        planner.plan("abc", 4, language="python")
+    with pytest.raises(ValueError):
+        planner.plan("abc", 1, (2, 1), language="python")
+
+
+@pytest.mark.parametrize(("language", "src", "kind", "replaced", "stub"), CASES[::3],
+                         ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES[::3])])
+def test_engine_complete_uses_the_plan(tiny_engine: Engine, language: str, src: str, kind: str, replaced: str,
+                                       stub: str) -> None:
+    text, offset, sel = _cursor(src)
+    c = tiny_engine.complete(text, offset, language, selection=sel, max_tokens=4)
+    pl = planner.plan(text, offset, sel, 4, language)
+    assert (c.kind, c.start, c.end) == (kind, pl.start, pl.end)
+    assert {"plan", "parse", "repair", "total"} <= set(c.timings)
+    if pl.single_line:
+        assert "\n" not in c.text

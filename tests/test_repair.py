@@ -1,0 +1,153 @@
+"""Syntax repair and rewrite mode: the error check, the choice of slots to re-mask, and the engine's passes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edit_engine import repair, syntax
+from edit_engine.engine import Engine
+
+DOC = "def f(x):\n    y = x\n    return y\n"
+
+
+def test_check_sees_what_the_fill_broke() -> None:
+    doc = syntax.Document.parse(DOC, "python")
+    at = DOC.index("    return")
+    ok = repair.check(doc, at, at, "    z = 1\n")
+    assert ok.errors == 0 and ok.ranges == []
+    bad = repair.check(doc, at, at, "    z = (1 +\n")
+    assert bad.errors >= 1
+    assert all(0 <= a < b <= len("    z = (1 +\n") for a, b in bad.ranges)
+
+
+def test_check_ignores_errors_the_document_already_had() -> None:
+    text = "def f(x):\n    y = x\n\nz = = 2\n"
+    doc = syntax.Document.parse(text, "python")
+    assert doc.tree is not None and syntax.broken_nodes(doc.tree)
+    at = text.index("\n\nz") + 1
+    assert repair.check(doc, at, at, "    w = 3\n").errors == 0
+    assert repair.check(doc, at, at, "    w = )\n").errors >= 1
+
+
+def test_python_check_sees_indentation_tree_sitter_accepts() -> None:
+    doc = syntax.Document.parse(DOC, "python")
+    at = DOC.index("    return")
+    fill = "        z = 1\n"  # unexpected indent: tree-sitter-python parses it without an error node
+    tree = doc.parse_with(at, at, fill)
+    assert tree is not None and not tree.root_node.has_error
+    bad = repair.check(doc, at, at, fill)
+    assert bad.errors == 1 and bad.ranges == [(0, len(fill) - 1)]
+    # An error the document already had (a hole that removed a block opener) is not the fill's.
+    text = "def f(x):\n\n        return x\n"
+    hole = syntax.Document.parse(text, "python")
+    assert repair.check(hole, 10, 10, "").errors == 0
+    assert repair.check(hole, 10, 10, "    if x:\n").errors == 0
+
+
+def test_check_without_grammar_is_clean() -> None:
+    doc = syntax.Document.parse("x = (", "cobol")
+    assert repair.check(doc, 0, 0, ")))") == repair.Check(0, [], False)
+
+
+def test_to_raw_follows_postprocessing() -> None:
+    raw = "\n  x = (1 +\n  y"
+    fill = "\n    x = (1 +\n    y)"
+    a = fill.index("(")
+    (ra, rb), = repair.to_raw([(a, a + 1)], raw, fill)
+    assert raw[ra:rb] == "("
+
+
+def test_remask_masks_the_broken_slots_and_their_least_confident_neighbours() -> None:
+    mask, pad = 1, 0
+    canvas = torch.tensor([10, 11, 12, 13, 14, 15, 16, 17, pad, pad])
+    real = canvas != pad
+    spans = [(i, i + 1) if r else (8, 8) for i, r in enumerate(real.tolist())]
+    conf = torch.tensor([0.9, 0.1, 0.9, 0.9, 0.9, 0.2, 0.9, 0.9, 0.5, 0.5])
+    out = repair.remask(canvas, conf, spans, [(4, 5)], False, real, mask)
+    masked = (out == mask).nonzero().flatten().tolist()
+    assert 4 in masked and 5 in masked and 1 in masked  # the slot, then the least confident around it
+    assert len(masked) <= int(repair.SHARE * 8)
+    assert (out[8:] == pad).all()  # pads are never re-masked
+    assert (out[out != mask] == canvas[out != mask]).all()
+
+
+def test_remask_error_elsewhere_takes_the_least_confident() -> None:
+    canvas = torch.arange(10, 18)
+    conf = torch.linspace(0.9, 0.1, 8)
+    out = repair.remask(canvas, conf, [(i, i + 1) for i in range(8)], [], True, torch.ones(8, dtype=torch.bool), 1)
+    assert (out == 1).nonzero().flatten().tolist() == [6, 7]
+
+
+# ---------------------------------------------------------------------------------------------- through the engine
+def _errors(language: str, text: str) -> int:
+    doc = syntax.Document.parse(text, language)
+    assert doc.tree is not None
+    return len(syntax.broken_nodes(doc.tree))
+
+
+@pytest.mark.parametrize("text,offset", [(DOC, DOC.index("x\n")), ("def f(x):", 9), ("def f(x):\n    return max()\n", 25)])
+def test_complete_repairs_within_bounds_and_streams_it(tiny_engine: Engine, text: str, offset: int) -> None:
+    c = tiny_engine.complete(text, offset, "python", max_tokens=16)
+    for key in ("plan", "parse", "repair", "denoise", "total"):
+        assert key in c.timings
+    passes = list(tiny_engine.stream_complete(text, offset, "python", max_tokens=16))
+    assert passes[-1].final and [p.final for p in passes].count(True) == 1
+    assert passes[-1].text == c.text and passes[-1].nfe == c.nfe and len(passes) == c.passes
+    assert [p.index for p in passes] == list(range(len(passes)))
+    assert all((p.start, p.end) == (c.start, c.end) for p in passes)
+    assert [p.nfe for p in passes] == sorted(p.nfe for p in passes)
+    # Passes whose canvas was fully decided (masked == 0) end each round; the first such one is unrepaired.
+    rounds = [p for p in passes if p.masked == 0]
+    assert 1 <= len(rounds) <= 1 + repair.MAX_ROUNDS
+    first = rounds[0].text
+    with_first = _errors("python", text[: c.start] + first + text[c.end :])
+    assert _errors("python", text[: c.start] + c.text + text[c.end :]) <= with_first
+    plain = tiny_engine.complete(text, offset, "python", max_tokens=16, repair=False)
+    assert plain.text == first and plain.nfe == rounds[0].nfe
+
+
+def test_rewrite_starts_from_the_selection(tiny_engine: Engine) -> None:
+    sel = (DOC.index("y = x"), len(DOC) - 1)
+    tok = tiny_engine.tokenizer
+    ids = tok.encode(DOC[sel[0] : sel[1]])
+    ins = list(tiny_engine.stream_complete(DOC, sel[0], "python", selection=sel, repair=False))
+    rew = list(tiny_engine.stream_complete(DOC, sel[0], "python", selection=sel, mode="rewrite", repair=False))
+    assert rew[-1].final and (rew[-1].start, rew[-1].end) == sel
+    assert rew[0].nfe == 2  # one scoring pass, then the first denoising pass
+    # After one denoising pass most of the selection's tokens are already there (only the least likely quarter
+    # was re-masked); filling from masks has committed a few slots only.
+    kept = sum(tok.decode([i]) in rew[0].text for i in ids)
+    assert kept >= len(ids) - max(1, len(ids) // 4)
+    assert len(tok.encode(ins[0].text)) < len(ids) // 2
+
+
+def test_bad_mode_is_rejected(tiny_engine: Engine) -> None:
+    with pytest.raises(ValueError):
+        tiny_engine.complete(DOC, 0, "python", mode="replace")
+
+
+def test_unknown_language_and_uri(tiny_engine: Engine) -> None:
+    c = tiny_engine.complete("foo(bar)\n", 4, "cobol", max_tokens=4)
+    assert c.kind == "in_line" and c.start == c.end == 4
+    c1 = tiny_engine.complete(DOC, 9, "python", max_tokens=4, uri="file:///a.py")
+    c2 = tiny_engine.complete(DOC + "z = 1\n", 9, "python", max_tokens=4, uri="file:///a.py")
+    assert c1.kind == c2.kind == "block_body" and len(tiny_engine.syntax_cache) == 1
+
+
+TEXTS = st.lists(st.sampled_from(["def f(x):", "\n", "    ", "return ", "max(", ")", "😀", "日本", "e\u0301", "# c",
+                                  "'s'", " = ", "1"]), max_size=12).map("".join)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXTS, data=st.data(), language=st.sampled_from(["python", "go", "cobol"]))
+def test_completion_edits_only_its_span(tiny_engine: Engine, text: str, data: st.DataObject, language: str) -> None:
+    offset = data.draw(st.integers(0, len(text)))
+    c = tiny_engine.complete(text, offset, language, max_tokens=4)
+    assert 0 <= c.start <= offset <= c.end <= len(text)
+    passes = list(tiny_engine.stream_complete(text, offset, language, max_tokens=4))
+    assert passes[-1].text == c.text and all((p.start, p.end) == (c.start, c.end) for p in passes)
+    new = text[: c.start] + c.text + text[c.end :]
+    assert new.startswith(text[: c.start]) and new.endswith(text[c.end :])

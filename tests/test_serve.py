@@ -1,0 +1,480 @@
+"""End-to-end tests of ``edit-engine serve``: a real uvicorn server on an ephemeral loopback port, real
+``websockets`` and ``httpx`` clients. Most use the tiny random model (fast); one uses the packaged model.
+
+Tests that need a request to stay in flight hold the scheduler with a ``Gate`` (the ``before_pass`` hook): the
+scheduler waits at the gate before every forward pass until the test opens it, so cancellation races are
+decided by the test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from edit_engine import protocol as rpc
+from edit_engine.engine import Engine
+from edit_engine.model import DiffusionLM
+from edit_engine.serve.app import BackgroundServer, create_app
+from edit_engine.serve.settings import Settings
+from edit_engine.tokenizer import Tokenizer
+
+TIMEOUT = 30.0  # seconds: every wait in these tests is bounded by it
+PREFIX = "def add(a, b):\n    return "
+SUFFIX = "\n\nprint(add(1, 2))\n"
+
+
+class Gate:
+    """``before_pass`` hook: holds the scheduler before every forward pass until ``open()`` (or while ``free``)."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self.free: Callable[[], bool] = lambda: False  # passes run while this holds
+
+    def __call__(self) -> None:
+        if not self.free():
+            self._open.wait(TIMEOUT)
+
+    def open(self) -> None:
+        self._open.set()
+
+    def until_first_pass(self, server: BackgroundServer) -> None:
+        """Let passes run until one has been delivered (the engine's document path holds a pass back one
+        forward pass, so the count of forward passes before the first delivery depends on the path)."""
+        metrics = server.server.config.app.state.service.metrics
+        self.free = lambda: metrics.passes.value() < 1
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> Engine:
+    return Engine(tiny_model, tiny_tokenizer)
+
+
+@contextmanager
+def serving(engine: Engine | None, gate: Gate | None = None, **kw: Any) -> Iterator[BackgroundServer]:
+    settings = Settings(port=0, log_level="warning", **kw)
+    app = create_app(settings, engine=engine, before_pass=gate)
+    with BackgroundServer(app, settings) as server:
+        try:
+            yield server
+        finally:
+            if gate is not None:
+                gate.open()
+
+
+@pytest.fixture(scope="module")
+def server(engine: Engine) -> Iterator[BackgroundServer]:
+    with serving(engine) as s:
+        yield s
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+def request(rid: int | str, **params: Any) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": rpc.INFILL, "params": params})
+
+
+def recv(ws: ClientConnection) -> dict[str, Any]:
+    msg = json.loads(ws.recv(timeout=TIMEOUT))
+    assert isinstance(msg, dict)
+    return msg
+
+
+def until_answer(ws: ClientConnection, rid: int | str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Pass notifications for ``rid`` and then its answer (other requests' messages are skipped)."""
+    passes = []
+    for _ in range(10_000):
+        m = recv(ws)
+        if m.get("method") == rpc.PASS:
+            if m["params"]["requestId"] == rid:
+                passes.append(m["params"])
+        elif m.get("id") == rid:
+            return passes, m
+    raise AssertionError("no answer")
+
+
+def wait_pass(ws: ClientConnection, rid: int | str) -> dict[str, Any]:
+    m = recv(ws)
+    assert m.get("method") == rpc.PASS and m["params"]["requestId"] == rid, m
+    return m["params"]
+
+
+def metric(server: BackgroundServer, line_start: str, headers: dict[str, str] | None = None) -> float:
+    text = httpx.get(server.url + "/metrics", headers=headers, timeout=TIMEOUT).text
+    for line in text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def eventually(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
+    """Wait (bounded) for the server to reach a state it reports in /metrics or /healthz."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        threading.Event().wait(0.02)
+
+
+def sse_events(lines: Iterator[str]) -> list[str]:
+    out = []
+    for line in lines:
+        if line.startswith("data: "):
+            out.append(line[len("data: ") :])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- websocket
+def test_ws_stream_ends_with_final_pass_equal_to_result(server: BackgroundServer, engine: Engine) -> None:
+    with connect(server.ws_url) as ws:
+        ws.send(request(1, prefix=PREFIX, suffix=SUFFIX, languageId="python", maxTokens=24))
+        passes, answer = until_answer(ws, 1)
+    res = answer["result"]
+    assert passes, "no pass was streamed"
+    assert [p["passIndex"] for p in passes] == list(range(len(passes)))
+    assert passes[-1]["final"] and not any(p["final"] for p in passes[:-1])
+    assert passes[-1]["text"] == res["text"]
+    assert res["passes"] == len(passes) and res["nfe"] >= 1 and res["stopReason"] in ("complete", "length")
+    assert passes[-1]["masked"] == 0
+    # The batched scheduler computes what the engine computes alone.
+    assert res["text"] == engine.infill(PREFIX, SUFFIX, max_tokens=24).text
+
+
+def test_ws_document_request_has_range_in_the_requested_encoding(server: BackgroundServer) -> None:
+    doc = "s = '😀'\nx = \n"
+    with connect(server.ws_url) as ws:
+        ws.send(request("a", text=doc, position={"line": 1, "character": 4}, uri="file:///t.py", version=3))
+        passes, answer = until_answer(ws, "a")
+        assert answer["result"]["range"] == rpc.lsp_range((1, 4), (1, 4))
+        assert answer["result"]["version"] == 3
+        assert all(p["range"] == answer["result"]["range"] and p["uri"] == "file:///t.py" for p in passes)
+        # the emoji is 2 UTF-16 units, 4 UTF-8 bytes; a range on line 0 after it differs per encoding
+        ws.send(request("b", text=doc, range={"start": {"line": 0, "character": 9}, "end": {"line": 0, "character": 9}},
+                        positionEncoding="utf-8", stream=False))
+        passes, answer = until_answer(ws, "b")
+        assert passes == []
+        assert answer["result"]["range"]["start"] == {"line": 0, "character": 9}
+
+
+def test_ws_several_requests_in_flight_on_one_connection(server: BackgroundServer) -> None:
+    prompts = [(f"x{i} = {i}\ndef f{i}(", "):\n    pass\n") for i in range(6)]
+    with connect(server.ws_url) as ws:
+        for i, (p, s) in enumerate(prompts):
+            ws.send(request(i, prefix=p, suffix=s, maxTokens=16))
+        results: dict[int, str] = {}
+        finals: dict[int, str] = {}
+        for _ in range(10_000):
+            m = recv(ws)
+            if m.get("method") == rpc.PASS and m["params"]["final"]:
+                finals[m["params"]["requestId"]] = m["params"]["text"]
+            elif "id" in m:
+                results[m["id"]] = m["result"]["text"]
+                if len(results) == len(prompts):
+                    break
+    assert finals == results and set(results) == set(range(len(prompts)))
+
+
+def test_ws_bad_frames_get_errors_and_the_connection_stays_usable(engine: Engine) -> None:
+    with serving(engine, max_request_bytes=2000, max_tokens=32) as srv, connect(srv.ws_url) as ws:
+        cases: list[tuple[str | bytes, int, Any]] = [
+            ("{not json", rpc.PARSE_ERROR, None),
+            (b"\xff\xfe", rpc.PARSE_ERROR, None),
+            ("[1, 2]", rpc.INVALID_REQUEST, None),
+            ('"hello"', rpc.INVALID_REQUEST, None),
+            (json.dumps({"jsonrpc": "1.0", "id": 7, "method": rpc.INFILL}), rpc.INVALID_REQUEST, 7),
+            (json.dumps({"jsonrpc": "2.0", "id": 8, "method": 5}), rpc.INVALID_REQUEST, 8),
+            (json.dumps({"jsonrpc": "2.0", "id": 18}), rpc.INVALID_REQUEST, 18),
+            (json.dumps({"jsonrpc": "2.0", "id": 19, "method": rpc.INFILL, "extra": 1}), rpc.INVALID_REQUEST, 19),
+            (json.dumps({"jsonrpc": "2.0", "id": 9, "method": "nope/nope"}), rpc.METHOD_NOT_FOUND, 9),
+            (request(10, prefix=5, suffix=""), rpc.INVALID_PARAMS, 10),
+            (request(11, prefix="a", maxTokens="5"), rpc.INVALID_PARAMS, 11),
+            (request(12, text="abc"), rpc.INVALID_PARAMS, 12),
+            (request(13, text="abc", offset=99), rpc.INVALID_PARAMS, 13),
+            (request(14, suffix="x"), rpc.INVALID_PARAMS, 14),
+            (json.dumps({"jsonrpc": "2.0", "id": 15, "method": rpc.INFILL, "params": [1]}), rpc.INVALID_PARAMS, 15),
+            (request(16, prefix="a", maxTokens=33), rpc.SERVER_OVERLOADED, 16),
+            (request(17, prefix="a" * 3000), rpc.SERVER_OVERLOADED, None),
+        ]
+        for frame, code, rid in cases:
+            ws.send(frame)
+            m = recv(ws)
+            assert m["jsonrpc"] == "2.0" and m["id"] == rid, (frame, m)
+            assert m["error"]["code"] == code, (frame, m)
+            assert m["error"]["message"]
+        # notifications are never answered; the next request is
+        ws.send(json.dumps({"jsonrpc": "2.0", "method": "$/unknown"}))
+        ws.send(json.dumps({"jsonrpc": "2.0", "method": rpc.CANCEL, "params": {"id": 12345}}))
+        ws.send(request(99, prefix=PREFIX, suffix=SUFFIX, maxTokens=8))
+        _, answer = until_answer(ws, 99)
+        assert "result" in answer and answer["id"] == 99
+        # a frame beyond 4x the limit closes the socket (uvicorn's ws_max_size); the server keeps serving
+        ws.send("x" * 9000)
+        with pytest.raises(Exception):  # noqa: B017  (closed: ConnectionClosed or a timeout on recv)
+            recv(ws)
+    with serving(engine) as srv, connect(srv.ws_url) as ws2:
+        ws2.send(request(1, prefix="a", maxTokens=4))
+        assert "result" in until_answer(ws2, 1)[1]
+
+
+def test_ws_cancel_request_stops_work(engine: Engine) -> None:
+    gate = Gate()
+    with serving(engine, gate) as srv, connect(srv.ws_url) as ws:
+        gate.until_first_pass(srv)
+        ws.send(request(1, prefix=PREFIX, suffix=SUFFIX, maxTokens=64, uri="file:///a.py"))
+        first = wait_pass(ws, 1)
+        assert not first["final"]
+        ws.send(json.dumps({"jsonrpc": "2.0", "method": rpc.CANCEL, "params": {"id": 1}}))
+        m = recv(ws)
+        assert m["id"] == 1 and m["error"]["code"] == rpc.REQUEST_CANCELLED
+        gate.open()
+        eventually(lambda: metric(srv, 'edit_engine_jobs_retired_total{reason="cancelled"}') == 1, "retirement")
+        assert metric(srv, 'edit_engine_cancellations_total{reason="client"}') == 1
+        assert metric(srv, "edit_engine_active_jobs") == 0
+        assert metric(srv, "edit_engine_passes_total") < 64  # it did not run to the end
+        # the connection still serves
+        ws.send(request(2, prefix=PREFIX, suffix=SUFFIX, maxTokens=8))
+        assert "result" in until_answer(ws, 2)[1]
+
+
+def test_ws_newer_request_for_the_same_uri_cancels_the_older(engine: Engine) -> None:
+    gate = Gate()
+    with serving(engine, gate) as srv, connect(srv.ws_url) as ws:
+        gate.until_first_pass(srv)
+        ws.send(request(1, text="x = 1\ny = ", offset=10, uri="file:///a.py", version=1, maxTokens=64))
+        wait_pass(ws, 1)
+        ws.send(request(2, text="x = 1\ny = 2\nz = ", offset=16, uri="file:///a.py", version=2, maxTokens=8))
+        m = recv(ws)
+        assert m["id"] == 1 and m["error"]["code"] == rpc.REQUEST_CANCELLED
+        gate.open()
+        passes, answer = until_answer(ws, 2)
+        assert answer["result"]["version"] == 2 and passes[-1]["text"] == answer["result"]["text"]
+        assert metric(srv, 'edit_engine_cancellations_total{reason="superseded"}') == 1
+
+
+def test_ws_disconnect_cancels_its_work(engine: Engine) -> None:
+    gate = Gate()
+    with serving(engine, gate) as srv:
+        with connect(srv.ws_url) as ws:
+            gate.until_first_pass(srv)
+            ws.send(request(1, prefix=PREFIX, suffix=SUFFIX, maxTokens=64))
+            ws.send(request(2, prefix="import os\n", suffix="", maxTokens=64))
+            assert recv(ws)["method"] == rpc.PASS  # work has started
+        eventually(lambda: metric(srv, 'edit_engine_cancellations_total{reason="disconnect"}') == 2, "cancellation")
+        gate.open()
+        eventually(lambda: metric(srv, 'edit_engine_jobs_retired_total{reason="cancelled"}') == 2, "retirement")
+        assert metric(srv, "edit_engine_websocket_connections") == 0
+        assert metric(srv, 'edit_engine_jobs_retired_total{reason="done"}') == 0
+
+
+def test_limits_in_flight_per_connection_and_queue_depth(engine: Engine) -> None:
+    gate = Gate()
+    with serving(engine, gate, max_batch=1, max_queue=1, max_inflight_per_connection=2, retry_after_s=3) as srv, \
+            connect(srv.ws_url) as ws:
+        ws.send(request(1, prefix="a = ", maxTokens=8))  # admitted, held by the gate
+        eventually(lambda: metric(srv, "edit_engine_active_jobs") == 1, "admission")
+        ws.send(request(2, prefix="b = ", maxTokens=8))  # waits in the queue
+        eventually(lambda: httpx.get(srv.url + "/healthz").json()["queueDepth"] == 1, "queueing")
+        ws.send(request(3, prefix="c = ", maxTokens=8))  # over the per-connection limit
+        m = recv(ws)
+        assert m["id"] == 3 and m["error"]["code"] == rpc.SERVER_OVERLOADED
+        assert m["error"]["data"]["limit"] == "max_inflight_per_connection"
+        with connect(srv.ws_url) as ws2:  # another connection: the queue is full
+            ws2.send(request(1, prefix="d = ", maxTokens=8))
+            m = recv(ws2)
+            assert m["error"]["code"] == rpc.SERVER_OVERLOADED and m["error"]["data"]["limit"] == "queue"
+        r = httpx.post(srv.url + "/v1/completions", json={"prompt": "e = ", "max_tokens": 4}, timeout=TIMEOUT)
+        assert r.status_code == 503 and r.headers["retry-after"] == "3"
+        assert r.json()["error"]["code"] == "queue"
+        gate.open()
+        for rid in (1, 2):
+            assert "result" in until_answer(ws, rid)[1]
+        assert metric(srv, 'edit_engine_requests_total{outcome="overloaded",route="ws"}') == 2
+
+
+# ---------------------------------------------------------------------------------------------------- HTTP
+def test_http_completion_shape_and_fim_alias(server: BackgroundServer, engine: Engine) -> None:
+    body = {"model": "anything", "prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "temperature": 0}
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as c:
+        a = c.post("/v1/completions", json=body)
+        b = c.post("/v1/fim/completions", json=body)
+        models = c.get("/v1/models").json()
+        health = c.get("/healthz").json()
+    assert a.status_code == 200 and b.status_code == 200
+    ja = a.json()
+    assert ja["object"] == "text_completion" and ja["id"].startswith("cmpl-") and isinstance(ja["created"], int)
+    assert ja["model"] == engine.name == models["data"][0]["id"]
+    ch = ja["choices"][0]
+    assert ch["index"] == 0 and ch["finish_reason"] in ("stop", "length")
+    assert ch["text"] == b.json()["choices"][0]["text"] == engine.infill(PREFIX, SUFFIX, max_tokens=16).text
+    u = ja["usage"]
+    assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"] and u["prompt_tokens"] > 0
+    assert health["status"] == "ok"
+
+
+@pytest.mark.parametrize("diffusing", [True, False])
+def test_http_sse_stream(server: BackgroundServer, diffusing: bool) -> None:
+    body = {"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 24, "stream": True, "diffusing": diffusing}
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as c:
+        full = c.post("/v1/completions", json={**body, "stream": False}).json()["choices"][0]
+        with c.stream("POST", "/v1/completions", json=body) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+            events = sse_events(r.iter_lines())
+    assert events[-1] == "[DONE]" and "[DONE]" not in events[:-1]
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks and all(ch["object"] == "text_completion" for ch in chunks)
+    texts = [ch["choices"][0]["text"] for ch in chunks]
+    assert chunks[-1]["choices"][0]["finish_reason"] == full["finish_reason"]
+    assert all(ch["choices"][0]["finish_reason"] is None for ch in chunks[:-1])
+    if diffusing:  # every chunk is the whole span: the last one is the result
+        assert texts[-1] == full["text"]
+    else:  # appended deltas add up to the result
+        assert "".join(texts) == full["text"]
+
+
+def test_http_errors(engine: Engine) -> None:
+    with serving(engine, max_request_bytes=4000, max_tokens=32) as srv, \
+            httpx.Client(base_url=srv.url, timeout=TIMEOUT) as c:
+        cases = [
+            ({"prompt": 5}, 400),
+            ({"prompt": "a", "max_tokens": "7"}, 400),
+            ({"prompt": "a", "stream": "yes"}, 400),
+            ({"prompt": "a", "max_tokens": 0}, 400),
+            ({"prompt": ["a", "b"]}, 400),
+            ({"prompt": "a", "max_tokens": 33}, 413),
+            ({"prompt": "a" * 5000}, 413),
+        ]
+        for body, status in cases:
+            r = c.post("/v1/completions", json=body)
+            assert r.status_code == status, (body, r.text)
+            assert r.json()["error"]["message"]
+        r = c.post("/v1/completions", content=b"{oops", headers={"content-type": "application/json"})
+        assert r.status_code == 400
+        ok = c.post("/v1/completions", json={"prompt": "a = ", "max_tokens": 4})
+        assert ok.status_code == 200
+
+
+def test_sse_disconnect_cancels_the_job(engine: Engine) -> None:
+    gate = Gate()
+    with serving(engine, gate) as srv, httpx.Client(base_url=srv.url, timeout=TIMEOUT) as c:
+        gate.until_first_pass(srv)
+        body = {"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 64, "stream": True, "diffusing": True}
+        with c.stream("POST", "/v1/completions", json=body) as r:
+            first = next(line for line in r.iter_lines() if line.startswith("data: "))
+            assert json.loads(first[6:])["choices"][0]["finish_reason"] is None
+        gate.open()  # the next chunk's write fails: the server sees the disconnect
+        eventually(lambda: metric(srv, 'edit_engine_jobs_retired_total{reason="cancelled"}') == 1, "retirement")
+        assert metric(srv, 'edit_engine_cancellations_total{reason="disconnect"}') == 1
+
+
+# ---------------------------------------------------------------------------------------------------- auth, CLI
+def test_api_key_is_enforced(engine: Engine) -> None:
+    key = "s3cret"
+    auth = {"Authorization": f"Bearer {key}"}
+    with serving(engine, api_key=key) as srv, httpx.Client(base_url=srv.url, timeout=TIMEOUT) as c:
+        assert c.get("/healthz").status_code == 200
+        for path in ("/v1/models", "/metrics"):
+            assert c.get(path).status_code == 401
+            assert c.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
+            assert c.get(path, headers=auth).status_code == 200
+        r = c.post("/v1/completions", json={"prompt": "a"})
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert c.post("/v1/completions", json={"prompt": "a", "max_tokens": 4}, headers=auth).status_code == 200
+        with pytest.raises(InvalidStatus) as e:
+            connect(srv.ws_url, open_timeout=TIMEOUT)
+        assert e.value.response.status_code == 403
+        with connect(srv.ws_url, additional_headers=auth, open_timeout=TIMEOUT) as ws:
+            ws.send(request(1, prefix="a", maxTokens=4))
+            assert "result" in until_answer(ws, 1)[1]
+
+
+def test_cli_refuses_a_public_address_without_a_key(capsys: pytest.CaptureFixture[str]) -> None:
+    from edit_engine.cli import main
+
+    assert main(["serve", "--host", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to bind '0.0.0.0' without an API key" in err and "--api-key" in err
+
+
+def test_settings_flags_over_environment_over_defaults() -> None:
+    from edit_engine.cli import build_parser
+
+    env = {"EDIT_ENGINE_PORT": "9000", "EDIT_ENGINE_API_KEY": "k", "EDIT_ENGINE_MAX_BATCH": "4"}
+    s = Settings.resolve(build_parser().parse_args(["serve", "--port", "9100"]), env)
+    assert (s.port, s.api_key, s.max_batch, s.host) == (9100, "k", 4, "127.0.0.1")
+    with pytest.raises(ValueError, match="EDIT_ENGINE_PORT"):
+        Settings.resolve(None, {"EDIT_ENGINE_PORT": "eighty"})
+    Settings(host="10.0.0.1", api_key="k").check_bind()  # a key makes a public address acceptable
+    Settings(host="::1").check_bind()
+
+
+def test_server_loads_a_checkpoint_from_settings(tiny_checkpoint: Any) -> None:
+    with serving(None, model=str(tiny_checkpoint)) as srv, connect(srv.ws_url) as ws:
+        ws.send(request(1, text="def f():\n    ", offset=13, maxTokens=8))
+        passes, answer = until_answer(ws, 1)
+        assert passes[-1]["final"] and passes[-1]["text"] == answer["result"]["text"]
+
+
+def test_openai_client_streams_diffusing_snapshots(server: BackgroundServer) -> None:
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", timeout=TIMEOUT)
+    stream = client.completions.create(model="edit-engine", prompt=PREFIX, suffix=SUFFIX, max_tokens=24,
+                                       extra_body={"diffusing": True}, stream=True)
+    chunks = [ch.choices[0] for ch in stream]
+    whole = client.completions.create(model="edit-engine", prompt=PREFIX, suffix=SUFFIX, max_tokens=24)
+    assert chunks and chunks[-1].finish_reason == whole.choices[0].finish_reason
+    assert chunks[-1].text == whole.choices[0].text
+
+
+@pytest.mark.slow
+def test_packaged_model_end_to_end() -> None:
+    from edit_engine import checkpoint
+
+    if not (checkpoint.DEFAULT_DIR / "config.json").exists():
+        pytest.skip("no packaged model at edit_engine/models/default yet")
+    with serving(None) as srv, connect(srv.ws_url) as ws:
+        ws.send(request(1, text="def square(x):\n    return \n", position={"line": 1, "character": 11}))
+        passes, answer = until_answer(ws, 1)
+        assert passes[-1]["final"] and passes[-1]["text"] == answer["result"]["text"]
+        r = httpx.post(srv.url + "/v1/completions", json={"prompt": "def square(x):\n    return ", "suffix": "\n",
+                                                           "stream": True, "diffusing": True}, timeout=TIMEOUT)
+        assert sse_events(iter(r.text.splitlines()))[-1] == "[DONE]"
+
+
+def test_cli_serve_process_answers(tiny_checkpoint: Any) -> None:
+    """``edit-engine serve`` as a real process: flags reach the server, /healthz and a completion answer."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:  # a free loopback port for the child (released just before it binds)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = "import sys; from edit_engine.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "EDIT_ENGINE_MAX_TOKENS": "16", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", code, "serve", "--port", str(port), "--model",
+                             str(tiny_checkpoint), "--threads", "1", "--log-level", "warning"], env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            assert proc.poll() is None, "the server exited"
+            try:
+                return httpx.get(url + "/healthz", timeout=1).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        eventually(up, "the server to listen", timeout=180)  # a cold start imports torch and FastAPI
+        r = httpx.post(url + "/v1/completions", json={"prompt": "a = ", "max_tokens": 17}, timeout=TIMEOUT)
+        assert r.status_code == 413  # the limit came from EDIT_ENGINE_MAX_TOKENS
+        r = httpx.post(url + "/v1/completions", json={"prompt": "a = ", "max_tokens": 8}, timeout=TIMEOUT)
+        assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] in ("stop", "length")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=TIMEOUT)

@@ -1,0 +1,141 @@
+"""The scheduler alone (no server): its passes are the sampler's, and a batched row computes what it would
+alone, whatever the mix of requests."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edit_engine.engine import Engine
+from edit_engine.model import ContextCache, DiffusionLM
+from edit_engine.serve.batching import Cancelled, JobPass, JobSpec, Overloaded, Scheduler
+from edit_engine.serve.metrics import Metrics
+from edit_engine.tokenizer import Tokenizer
+
+CODE = st.text(alphabet="abcdefxyz_ ()=:+\n\t0123456789", max_size=120)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> Engine:
+    return Engine(tiny_model, tiny_tokenizer)
+
+
+async def _run_all(sched: Scheduler, specs: list[JobSpec]) -> list[list[JobPass]]:
+    loop = asyncio.get_running_loop()
+    with sched._cond:  # every job waits before the first admission, so they are admitted together
+        jobs = [sched.submit(s, loop) for s in specs]
+
+    async def collect(j):  # type: ignore[no-untyped-def]
+        return [p async for p in j.passes()]
+
+    return list(await asyncio.wait_for(asyncio.gather(*(collect(j) for j in jobs)), 120))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reqs=st.lists(st.tuples(CODE, CODE, st.integers(1, 40), st.integers(1, 16)), min_size=1, max_size=4))
+def test_unbatched_scheduler_passes_equal_the_engine_alone(engine: Engine,
+                                                           reqs: list[tuple[str, str, int, int]]) -> None:
+    """max_batch = 1: the scheduler's loop (commit, growth, stop, counts) is the sampler's, exactly."""
+    specs = [JobSpec(p, s, max_tokens=m, initial_canvas=c) for p, s, m, c in reqs]
+    sched = Scheduler(engine, Metrics(), max_batch=1, max_queue=len(specs))
+    try:
+        got = asyncio.run(_run_all(sched, specs))
+    finally:
+        sched.close()
+    for (p, s, m, c), passes in zip(reqs, got, strict=True):
+        want = list(engine.stream(p, s, max_tokens=m, initial_canvas=c))
+        assert [(x.index, x.text, x.masked, x.final, x.nfe, x.stop_reason) for x in passes] == \
+               [(x.index, x.text, x.masked, x.final, x.nfe, x.stop_reason) for x in want]
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reqs=st.lists(st.tuples(CODE, CODE, st.integers(1, 40), st.integers(1, 16)), min_size=2, max_size=6),
+       max_batch=st.integers(2, 4))
+def test_each_batched_row_computes_what_it_would_alone(engine: Engine, reqs: list[tuple[str, str, int, int]],
+                                                       max_batch: int) -> None:
+    """Every batched forward pass: each row's logits equal that request's own forward pass on the same canvas
+    (own context cache, no padding) up to float summation order. Discrete outputs are not compared: with the
+    random tiny model many slots tie to 1e-7, so summation order alone can change which one is committed."""
+    model = engine.model
+    specs = [JobSpec(p, s, max_tokens=m, initial_canvas=c) for p, s, m, c in reqs]
+    sched = Scheduler(engine, Metrics(), max_batch=max_batch, max_queue=len(specs))
+    batched = model.canvas_logits
+    worst: list[float] = []
+    rows: list[int] = []
+
+    def checked(canvas: torch.Tensor, cache: ContextCache) -> torch.Tensor:  # runs in the scheduler thread
+        out = batched(canvas, cache)  # (B, C, V)
+        for r, a in enumerate(sched._active):
+            alone = model.encode_context([a.job.prefix_ids], [a.job.suffix_ids], capacity=a.job.cfg.max_tokens)
+            ref = batched(canvas[r : r + 1, : a.size], alone)[0]  # (c_r, V)
+            worst.append(float((out[r, : a.size] - ref).abs().max()))
+        rows.append(canvas.shape[0])
+        return out
+
+    model.canvas_logits = checked  # type: ignore[method-assign]
+    try:
+        got = asyncio.run(_run_all(sched, specs))
+    finally:
+        del model.canvas_logits
+        sched.close()
+    assert all(p[-1].final for p in got)
+    assert max(worst) < 1e-4, max(worst)
+    if len(specs) > 1:
+        assert max(rows) > 1  # some passes were shared
+
+
+def test_stable_text_only_grows_and_ends_at_the_result(engine: Engine) -> None:
+    sched = Scheduler(engine, Metrics())
+    try:
+        (passes,) = asyncio.run(_run_all(sched, [JobSpec("def f(x):\n    return ", "\n", 40, stable=True)]))
+    finally:
+        sched.close()
+    stables = [p.stable for p in passes]
+    assert all(s is not None for s in stables)
+    for a, b in zip(stables, stables[1:], strict=False):
+        assert b is not None and a is not None and b.startswith(a)
+    assert stables[-1] == passes[-1].text
+
+
+def test_queue_bound_and_cancel_before_admission(engine: Engine) -> None:
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        sched = Scheduler(engine, Metrics(), max_batch=1, max_queue=2, before_pass=lambda: None)
+        try:
+            with sched._cond:  # hold the scheduler thread so the queue fills deterministically
+                a = sched.submit(JobSpec("a = ", "", 4), loop)
+                b = sched.submit(JobSpec("b = ", "", 4), loop)
+                with pytest.raises(Overloaded):
+                    sched.submit(JobSpec("c = ", "", 4), loop)
+                b.cancel("client")
+                c = sched.submit(JobSpec("c = ", "", 4), loop)  # a cancelled waiter makes room
+            assert [p async for p in a.passes()][-1].final
+            with pytest.raises(Cancelled):
+                async for _ in b.passes():
+                    pass
+            assert [p async for p in c.passes()][-1].final
+        finally:
+            sched.close()
+        assert sched.metrics.retired.value(reason="cancelled") == 1
+        assert sched.metrics.retired.value(reason="done") == 2
+
+    asyncio.run(go())
+
+
+def test_metrics_exposition_format() -> None:
+    m = Metrics()
+    m.requests.inc(route="ws", outcome="ok")
+    m.latency.observe(0.02)
+    m.latency.observe(100.0)
+    text = m.render()
+    assert 'edit_engine_requests_total{outcome="ok",route="ws"} 1' in text
+    assert 'edit_engine_request_latency_seconds_bucket{le="0.025"} 1' in text
+    assert 'edit_engine_request_latency_seconds_bucket{le="+Inf"} 2' in text
+    assert "edit_engine_request_latency_seconds_count 2" in text
+    assert "# TYPE edit_engine_queue_depth gauge" in text
+    for line in text.splitlines():
+        assert line.startswith("#") or len(line.rsplit(" ", 1)) == 2

@@ -1,0 +1,151 @@
+"""Grammar loading, incremental documents, and the post-processing of fills."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edit_engine import postprocess, syntax
+
+LANGS = ["python", "javascript", "typescript", "tsx", "rust", "go"]
+HELLO = {
+    "python": "def f(x):\n    return x\n",
+    "javascript": "function f(x) { return x; }\n",
+    "typescript": "function f(x: number): number { return x; }\n",
+    "tsx": "const C = () => <div>{1}</div>;\n",
+    "rust": "fn f(x: i32) -> i32 { x }\n",
+    "go": "package main\n\nfunc f(x int) int { return x }\n",
+}
+
+
+@pytest.mark.parametrize("language", LANGS)
+def test_every_grammar_loads_and_parses(language: str) -> None:
+    g = syntax.load(language)
+    assert g.has_tree and g.query is not None
+    assert set(g.query.capture_name(i) for i in range(g.query.capture_count)) <= set(syntax.CAPTURES)
+    doc = syntax.Document.parse(HELLO[language], language)
+    assert doc.tree is not None and not doc.tree.root_node.has_error
+    assert syntax.broken_nodes(doc.tree) == []
+
+
+@pytest.mark.parametrize(("alias", "language"), [("typescriptreact", "tsx"), ("javascriptreact", "javascript"),
+                                                  ("golang", "go")])
+def test_lsp_language_ids(alias: str, language: str) -> None:
+    g = syntax.load(alias)
+    assert g.has_tree and g.language == syntax.load(language).language
+
+
+def test_unknown_language_is_plain() -> None:
+    for name in ("cobol", "", "../python", "plaintext"):
+        g = syntax.load(name)
+        assert not g.has_tree
+        doc = syntax.Document.parse("x = (", name)
+        assert doc.tree is None and doc.captures_at(3) == {}
+        doc.edit(0, 1, "y")
+        assert doc.text == "y = ("
+
+
+def test_broken_nodes_finds_error_and_missing() -> None:
+    doc = syntax.Document.parse("def f(x:\n    return x\n", "python")
+    assert doc.tree is not None and syntax.broken_nodes(doc.tree)
+
+
+def _sexp(doc: syntax.Document) -> str:
+    assert doc.tree is not None
+    return str(doc.tree.root_node)
+
+
+TEXT = st.text(alphabet=st.sampled_from(list("ab(){}[]:;=\n \t'\"#/é😀日")), max_size=40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=TEXT, data=st.data(), language=st.sampled_from(LANGS))
+def test_incremental_edits_match_a_fresh_parse(text: str, data: st.DataObject, language: str) -> None:
+    doc = syntax.Document.parse(text, language)
+    for _ in range(3):
+        s = data.draw(st.integers(0, len(doc.text)))
+        e = data.draw(st.integers(s, len(doc.text)))
+        new = data.draw(TEXT)
+        expect = doc.text[:s] + new + doc.text[e:]
+        other = doc.parse_with(s, e, new)  # a what-if parse leaves the document alone
+        doc.edit(s, e, new)
+        assert doc.text == expect
+        fresh = syntax.Document.parse(expect, language)
+        assert _sexp(doc) == _sexp(fresh)
+        assert other is not None and str(other.root_node) == _sexp(fresh)
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=TEXT, b=TEXT)
+def test_update_is_one_incremental_edit(a: str, b: str) -> None:
+    doc = syntax.Document.parse(a, "python")
+    doc.update(b)
+    assert doc.text == b and _sexp(doc) == _sexp(syntax.Document.parse(b, "python"))
+
+
+def test_syntax_cache_keeps_documents_by_uri() -> None:
+    cache = syntax.SyntaxCache(capacity=2)
+    d1 = cache.get("a", "x = 1\n", "python")
+    cache.edit("a", 4, 5, "2")
+    d2 = cache.get("a", "x = 2\n", "python")
+    assert d1.text == "x = 1\n" and d2.text == "x = 2\n"  # snapshots do not change under later edits
+    cache.get("b", "", "go")
+    cache.get("c", "", "rust")
+    assert len(cache) == 2
+    cache.close("c")
+    assert len(cache) == 1
+    assert cache.get("b", "fn", "rust").language == "rust"  # a language change re-parses
+
+
+def test_captures_at_cursor() -> None:
+    text = "def f():\n    return max(1, 2)  # done\n"
+    doc = syntax.Document.parse(text, "python")
+    caps = doc.captures_at(text.index("1"))
+    assert [n.type for n in caps["brackets"]] == ["argument_list"]
+    assert [n.type for n in caps["block"]] == ["block"]
+    assert doc.captures_at(text.index("done"))["comment"]
+
+
+# ---------------------------------------------------------------------------------------------- post-processing
+@pytest.mark.parametrize(("text", "unit"), [
+    ("def f():\n    x\n        y\n", "    "), ("a {\n  b\n    c\n}\n", "  "), ("a {\n\tb\n\t\tc\n}\n", "\t"),
+    ("x\ny\n", "    "), ("a\n   b\n      c\n", "   "), ("a\n" + "    b\n" * 10 + "          d(\n", "    "),
+])
+def test_detect_indent(text: str, unit: str) -> None:
+    assert postprocess.detect_indent(text) == unit
+
+
+@pytest.mark.parametrize(("prefix", "fill", "suffix", "out"), [
+    ("f(", "a, b)", ")\n", "a, b"),  # closes the construct the suffix closes
+    ("f(", "foo(x))", ")\n", "foo(x)"),
+    ("f(", "foo(x", ")\n", "foo(x)"),  # left open: closed inside the span
+    ("f(", "a]", ")", "a"),  # mismatched
+    ("f(", "'(' + x)", ")", "'(' + x"),  # brackets in strings do not count
+    ("f(", "x) # )", "", "x) # )"),  # the suffix leaves the construct open: the fill may close it
+    ("f([1, 2", "3])", ")\n", "3]"),  # closes the list the suffix leaves open, not the call
+    ("", "x)", "", "x)"),
+])
+def test_balance(prefix: str, fill: str, suffix: str, out: str) -> None:
+    assert postprocess.balance(fill, suffix, postprocess_grammar(), prefix) == out
+
+
+def postprocess_grammar() -> syntax.Grammar:
+    return syntax.load("python")
+
+
+@pytest.mark.parametrize(("fill", "suffix", "out"), [
+    ("return x\n    return y", "\n    return y\n", "return x"),
+    ("x + b + c", "b + c\n", "x + "),
+    ("> 0:", ":\n", "> 0"),
+    ("x", "x\n", "x"),  # too short to call a repeat
+    ("value", "val = 1", "value"),
+    ("return y", "\nreturn y", ""),
+])
+def test_drop_suffix_repeat(fill: str, suffix: str, out: str) -> None:
+    assert postprocess.drop_suffix_repeat(fill, suffix) == out
+
+
+def test_reindent_keeps_relative_levels() -> None:
+    lines = ["if x:", "  y = 1", "  if z:", "    w", "q"]
+    assert postprocess.reindent(lines, "", "\t", "  ", "\t") == ["if x:", "\t\ty = 1", "\t\tif z:", "\t\t\tw", "\tq"]
