@@ -265,6 +265,11 @@ class DiffusionLM(nn.Module):
     @torch.no_grad()
     def canvas_logits(self, canvas: torch.Tensor, cache: ContextCache) -> torch.Tensor:
         """One denoising pass: canvas tokens (B, C) -> logits (B, C, V), against the cached context."""
+        return self.head(self.canvas_hidden(canvas, cache))
+
+    @torch.no_grad()
+    def canvas_hidden(self, canvas: torch.Tensor, cache: ContextCache) -> torch.Tensor:
+        """One denoising pass up to the head: canvas tokens (B, C) -> final hidden states (B, C, D)."""
         bsz, c = canvas.shape
         if c > cache.capacity:
             raise ValueError(f"canvas of {c} slots exceeds the cache's capacity {cache.capacity}")
@@ -277,4 +282,4 @@ class DiffusionLM(nn.Module):
             cache.v[i][:, :, L : L + c] = v
             return kernels.canvas_attention(q, cache.k[i][:, :, : L + c], cache.v[i][:, :, : L + c], valid)
 
-        return self.head(self._run(self.embed(canvas), pos, attend))
+        return self._run(self.embed(canvas), pos, attend)

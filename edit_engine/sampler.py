@@ -8,7 +8,9 @@ for slots past the end of the fill; when every slot holds a real token the canva
 ``max_tokens``) and decoding continues on the new masks. No oracle length.
 
 Pad rules (the training layout puts pads only at the canvas tail): a slot before the last committed real token
-cannot become a pad, and once a pad is committed every later masked slot becomes a pad in the same pass.
+cannot become a pad, and once a pad is committed every later masked slot becomes a pad in the same pass. The
+first ``min_tokens`` slots (default 1) cannot be pads: a request for a completion gets a non-empty one (an
+under-trained model otherwise collapses to all-pad fills, as the quality issue measured).
 
 The loop keeps canvas, mask and scores as tensors: per pass there is one host read (is anything still masked?)
 and no Python loop over positions. It counts forward passes (nfe).
@@ -45,6 +47,7 @@ class SamplerConfig:
     initial_canvas: int = 16  # slots of the first canvas
     max_tokens: int = 128  # the canvas never grows past this
     pad_rules: bool = True  # pads only at the tail (see module doc)
+    min_tokens: int = 1  # the fill has at least this many real tokens (pad forbidden in the first slots)
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -59,6 +62,8 @@ class SamplerConfig:
             raise ValueError("initial_canvas and max_tokens must be >= 1")
         if self.temperature < 0:
             raise ValueError("temperature must be >= 0")
+        if not 0 <= self.min_tokens <= self.max_tokens:
+            raise ValueError("min_tokens must be between 0 and max_tokens")
 
     def with_(self, **kw: object) -> SamplerConfig:
         return replace(self, **kw)  # type: ignore[arg-type]
@@ -76,12 +81,14 @@ class Step:
     stop_reason: str  # "" while running; "complete" (a pad ended the fill) or "length" (max_tokens reached)
 
 
-def _constrain_pads(logits: torch.Tensor, canvas: torch.Tensor, masked: torch.Tensor, pad_id: int) -> None:
-    """Forbid pad at any slot before the last committed real token. logits (B, C, V) edited in place."""
-    real = (~masked) & (canvas != pad_id)  # (B, C)
-    # real_after[j] = some real token is committed at a slot >= j
-    real_after = real.flip(-1).cummax(-1).values.flip(-1)
-    logits[..., pad_id].masked_fill_(real_after, float("-inf"))
+def _pad_banned(canvas: torch.Tensor, masked: torch.Tensor, pad_id: int, cfg: SamplerConfig) -> torch.Tensor:
+    """(B, C) bool: slots where pad is forbidden (the first min_tokens; before the last committed real token)."""
+    ban = torch.zeros_like(masked)
+    ban[:, : cfg.min_tokens] = True
+    if cfg.pad_rules:
+        real = (~masked) & (canvas != pad_id)  # (B, C)
+        ban |= real.flip(-1).cummax(-1).values.flip(-1)  # some real token committed at a slot >= j
+    return ban
 
 
 def _propagate_pads(canvas: torch.Tensor, masked: torch.Tensor, pad_id: int) -> None:
@@ -112,8 +119,7 @@ def commit_pass(
 ) -> None:
     """One pass's decision, shared by every sampler: constrain, score, commit, propagate pads (in place)."""
     logits[..., mask_id] = float("-inf")  # the model never commits a mask
-    if cfg.pad_rules:
-        _constrain_pads(logits, canvas, masked, pad_id)
+    logits[..., pad_id].masked_fill_(_pad_banned(canvas, masked, pad_id, cfg), float("-inf"))
     kernels.commit_step(
         logits, canvas, masked, cfg.threshold, cfg.score, cfg.min_commit, cfg.max_commit,
         _choice(logits, cfg.temperature, gen),
@@ -162,9 +168,19 @@ def denoise(
     while True:
         if should_stop is not None and should_stop():
             return
-        logits = model.canvas_logits(canvas, cache)  # (B, C, V)
+        if cfg.temperature <= 0 and isinstance(model, DiffusionLM):
+            # Greedy with a tied head: (token, score) straight from the hidden states; on GPUs with a large
+            # vocabulary the fused kernel never writes the canvas logits (kernels/head.py).
+            h = model.canvas_hidden(canvas, cache)  # (B, C, D)
+            idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id,
+                                               _pad_banned(canvas, masked, pad_id, cfg))
+            kernels.commit_from_stats(idx, sc, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit)
+            if cfg.pad_rules:
+                _propagate_pads(canvas, masked, pad_id)
+        else:
+            logits = model.canvas_logits(canvas, cache)  # (B, C, V)
+            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen)
         nfe += 1
-        commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen)
         n_masked = int(masked.sum())  # the one host read per pass
         stop = ""
         if n_masked == 0:
@@ -211,9 +227,12 @@ def reference_denoise(
                             dtype=torch.int8, device=dev)
         with torch.no_grad():
             h = model(tokens, kind)[0, len(prefix) + len(suffix) :]  # (C, D)
-            logits = model.head(h).float()  # (C, V)
+            logits = model.head(h)  # (C, V)
+            if logits.dtype != torch.float64:
+                logits = logits.float()
         nfe += 1
         logits[:, mask_id] = float("-inf")
+        logits[: cfg.min_tokens, pad_id] = float("-inf")
         last_real = max((j for j, t in enumerate(canvas) if t not in (mask_id, pad_id)), default=-1)
         if cfg.pad_rules:
             logits[: last_real + 1, pad_id] = float("-inf")

@@ -26,7 +26,7 @@ def token_stats_ref(
     """(chosen token (B, C) int64, score (B, C) fp32) of every position, masked or not."""
     if score not in SCORES:
         raise ValueError(f"score={score!r}; expected one of {SCORES}")
-    lf = logits.float()
+    lf = logits if logits.dtype == torch.float64 else logits.float()  # fp32 at least; fp64 stays (tests)
     lse = torch.logsumexp(lf, dim=-1)  # (B, C)
     if choice is None:
         top, idx = lf.max(dim=-1)

@@ -138,6 +138,16 @@ class Service:
             if planned.run is not None:
                 return self.scheduler.submit_stream(planned.run, loop)
             assert planned.spec is not None
+            if not getattr(self.engine.model, "exact_context_cache", True):
+                # Open full-attention models (edit_engine/hf): one approximate cache per request, no shared batch.
+                spec, eng = planned.spec, self.engine
+
+                def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
+                    for p, _t in eng._run(spec.prefix, spec.suffix, spec.max_tokens, spec.seed, should_stop,
+                                          dict(spec.overrides), spec.single_line, spec.initial_canvas):
+                        yield p
+
+                return self.scheduler.submit_stream(run, loop)
             return await asyncio.to_thread(self.scheduler.submit, planned.spec, loop)
         except Overloaded as e:
             raise ServeError("overloaded", str(e), limit=e.limit, retry_after=self.settings.retry_after_s) from e
