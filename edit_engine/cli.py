@@ -100,7 +100,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("train", help="train a model (masked diffusion on infill-shaped examples)")
     p.add_argument("--out", required=True, help="output directory (resume state, checkpoint/, log.jsonl)")
     p.add_argument("--corpus", nargs="*", default=[], help="source roots (default: stdlib + site-packages)")
-    p.add_argument("--preset", default="small", help="model preset: tiny, small, base, large")
+    p.add_argument("--preset", default="small", help="model preset: tiny, small, mid, base, large")
     p.add_argument("--minutes", type=float, default=0.0, help="wall-clock budget of this run")
     p.add_argument("--steps", type=int, default=0, help="optimizer steps of this run")
     p.add_argument("--schedule-minutes", type=float, default=0.0,
@@ -112,6 +112,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, or CPUs with native bf16)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from OUT/resume.pt")
+    p.add_argument("--objective", default="diffusion", choices=("diffusion", "ar"),
+                   help="diffusion (the infiller) or ar (the autoregressive baseline, same network and data)")
+    p.add_argument("--workers", type=int, default=0, help="data-loader processes (0 = in the training process)")
+    p.add_argument("--tokenizer", default="", help="reuse this tokenizer.json (default: train one on the corpus)")
+    p.add_argument("--train-prefix", type=int, default=256, help="prefix tokens per training example")
+    p.add_argument("--train-suffix", type=int, default=96, help="suffix tokens per training example")
+    p.add_argument("--warmup-steps", type=int, default=200)
+    p.add_argument("--eval-every", type=float, default=10.0, help="minutes between validation evaluations")
+    p.add_argument("--save-every", type=float, default=5.0, help="minutes between resume checkpoints")
 
 
 @_command("train")
@@ -122,7 +131,10 @@ def _train(a: argparse.Namespace) -> int:
         raise UserError("give --minutes or --steps")
     cfg = TrainConfig(out=a.out, preset=a.preset, corpus=tuple(a.corpus), minutes=a.minutes, steps=a.steps,
                       schedule_minutes=a.schedule_minutes, batch_size=a.batch_size, lr=a.lr, threads=a.threads,
-                      device=a.device, autocast_bf16=a.bf16, seed=a.seed)
+                      device=a.device, autocast_bf16=a.bf16, seed=a.seed, objective=a.objective,
+                      workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,
+                      train_suffix=a.train_suffix, warmup_steps=a.warmup_steps, eval_every_min=a.eval_every,
+                      save_every_min=a.save_every)
     train(cfg, resume=a.resume)
     return 0
 

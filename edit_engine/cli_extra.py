@@ -9,12 +9,14 @@ import importlib
 from .cli import register
 
 MODULES = ("edit_engine.eval.cli", "edit_engine.bench_cli", "edit_engine.serve.cli", "lsp.cli")
+# Front ends left out because a package they import is missing (module -> package), e.g. a GPU machine that has
+# torch but not pygls: ``edit-engine train`` must still run there.
+UNAVAILABLE: dict[str, str] = {}
 
 for _name in MODULES:
     try:
         _mod = importlib.import_module(_name)
     except ModuleNotFoundError as _e:
-        if _e.name and _name.startswith(_e.name):  # the module itself is absent: that front end is not built
-            continue
-        raise
+        UNAVAILABLE[_name] = _e.name or "?"
+        continue
     register(_mod.add_parser)

@@ -8,22 +8,33 @@ masked are left out), so a front end can show it and replace it with the next on
 ``final=True`` and equals the result. Closing a stream (or ``should_stop()`` returning True) stops the work
 before the next forward pass.
 
+Per-document context cache (issue #6): the encoded context of each document (keyed by ``uri``, or by its
+first prefix tokens when there is none) is kept between requests, least recently used first out under a byte
+budget (``ContextCacheConfig``). A new request keeps the cached prefix up to the first token that differs
+(re-tokenizing after a keystroke can change the last token or two, BPE merges) and encodes only the rest; an
+unchanged suffix is moved, a changed one re-encoded (``DiffusionLM.edit_context``). A request owns the entry
+while it runs, so the canvas rows it writes past the context are its own; ``contexts.stats`` counts hits.
+
+An autoregressive checkpoint (``model.cfg.objective == "ar"``, ``edit_engine/ar.py``) takes the same calls:
+one pass per generated token, the same result fields; its key/value cache is kept per document the same way.
+
 No model math here: tokens in, sampler, tokens out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import checkpoint, planner, positions, postprocess, repair, syntax
+from . import ar, checkpoint, planner, positions, postprocess, repair, syntax
 from .model import ContextCache, DiffusionLM
 from .sampler import SamplerConfig, Step, denoise
 from .tokenizer import Tokenizer, trim_end, trim_start
@@ -34,6 +45,11 @@ LANGUAGES_BY_SUFFIX = {
     ".rs": "rust", ".go": "go", ".java": "java", ".c": "c", ".h": "c", ".cpp": "cpp", ".rb": "ruby",
 }
 MAX_DOCUMENT_CHARS = 5_000_000
+# A context longer than the model's budget is cut at its start, and the cut moves in steps of this many
+# characters and tokens, so typing at the cursor leaves the kept context's start (and its cache) in place:
+# one full re-encode per 64 tokens typed instead of one per keystroke. The model sees 0-63 fewer tokens.
+CONTEXT_STEP_CHARS = 512
+CONTEXT_STEP_TOKENS = 64
 
 
 def language_for_path(path: str | Path) -> str:
@@ -82,27 +98,138 @@ class Completion(InfillResult):
         }
 
 
+@dataclass(frozen=True)
+class ContextCacheConfig:
+    """The per-document context cache. The packaged model's context (1,280 tokens, fp32, canvas room of 128)
+    takes about 12 MB, so the default budget keeps some 20 documents; a GPU model in bf16 at 2,560 tokens
+    (the ``base`` preset) about 45 MB."""
+
+    budget_bytes: int = 256 << 20  # keys and values of all kept documents; 0 turns the cache off
+
+
+@dataclass
+class ContextCacheStats:
+    """Counters since the engine was made (read by ``edit-engine bench``)."""
+
+    hits: int = 0  # prefix and suffix tokens unchanged: nothing encoded
+    partial: int = 0  # some cached rows kept, the rest encoded (the suffix moved or re-encoded)
+    misses: int = 0  # nothing to keep (no entry, or neither a common first token nor the same suffix)
+    evictions: int = 0  # documents dropped to stay within the budget
+    tokens_reused: int = 0  # context tokens kept from the cache
+    tokens_encoded: int = 0  # context tokens run through the model
+
+
+@dataclass
+class CachedContext:
+    """One document's encoded context and the token ids in it (an AR cache: the prompt and the generated
+    tokens, all in its prefix rows)."""
+
+    cache: ContextCache
+    prefix_ids: list[int]
+    suffix_ids: list[int]
+
+
+class ContextStore:
+    """Encoded contexts by document, least recently used first out under a byte budget. Thread-safe.
+
+    ``take`` removes an entry (the request owns it while it runs: its canvas rows are scratch); ``put`` gives
+    it back as the most recent. Two requests for one document at once: the second misses, and whichever puts
+    back last is kept; both are valid, since every reuse compares token ids first.
+    """
+
+    def __init__(self, cfg: ContextCacheConfig | None = None) -> None:
+        self.cfg = cfg or ContextCacheConfig()
+        self.stats = ContextCacheStats()
+        self._lru: OrderedDict[Hashable, CachedContext] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.cfg.budget_bytes > 0
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._lru
+
+    def take(self, key: Hashable) -> CachedContext | None:
+        with self._lock:
+            entry = self._lru.pop(key, None)
+            if entry is not None:
+                self._bytes -= entry.cache.nbytes
+            return entry
+
+    def put(self, key: Hashable, entry: CachedContext) -> None:
+        n = entry.cache.nbytes
+        with self._lock:
+            old = self._lru.pop(key, None)
+            if old is not None:
+                self._bytes -= old.cache.nbytes
+            if n > self.cfg.budget_bytes:
+                self.stats.evictions += 1
+                return
+            self._lru[key] = entry
+            self._bytes += n
+            while self._bytes > self.cfg.budget_bytes:
+                _, dropped = self._lru.popitem(last=False)
+                self._bytes -= dropped.cache.nbytes
+                self.stats.evictions += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._lru.clear()
+            self._bytes = 0
+
+    def count(self, outcome: str, reused: int, encoded: int) -> None:
+        """Record one request: ``outcome`` is hits, partial or misses; context tokens reused and encoded."""
+        with self._lock:
+            setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
+            self.stats.tokens_reused += reused
+            self.stats.tokens_encoded += encoded
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 class Engine:
     """A loaded model plus its sampler settings. Thread-safe: each request has its own state."""
 
     def __init__(self, model: DiffusionLM, tokenizer: Tokenizer, sampler: SamplerConfig | None = None,
-                 path: Path | None = None, record: dict[str, Any] | None = None) -> None:
+                 path: Path | None = None, record: dict[str, Any] | None = None,
+                 context_cache: ContextCacheConfig | None = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.sampler = sampler or SamplerConfig()
         self.path = path
         self.record = record or {}
         self._lock = threading.Lock()
+        self.contexts = ContextStore(context_cache)
 
     @classmethod
     def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
-             sampler: SamplerConfig | None = None) -> Engine:
+             sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None) -> Engine:
         """Load a checkpoint directory (default: the model packaged with edit-engine)."""
         if threads:
             torch.set_num_threads(threads)
         dev = device or "cpu"
         ck = checkpoint.load(path, device=dev)
-        return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record)
+        return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache)
+
+    @property
+    def is_ar(self) -> bool:
+        """An autoregressive checkpoint (the baseline), decoded token by token (``edit_engine/ar.py``)."""
+        return getattr(self.model.cfg, "objective", "diffusion") == "ar"
 
     @property
     def name(self) -> str:
@@ -121,29 +248,103 @@ class Engine:
         return cfg
 
     def _context(self, prefix: str, suffix: str) -> tuple[list[int], list[int]]:
-        """Token ids of the nearest context: the end of the prefix, the start of the suffix."""
+        """Token ids of the nearest context: the end of the prefix, the start of the suffix.
+
+        A long prefix is cut at its start in steps (``CONTEXT_STEP_CHARS``, ``CONTEXT_STEP_TOKENS``), so that
+        text typed at the cursor only appends tokens and the per-document cache keeps the rest.
+        """
         mc = self.model.cfg
-        # Cut in characters first (a token is at least one character), then in tokens.
-        pre, suf = prefix[-8 * mc.max_prefix :], suffix[: 8 * mc.max_suffix]
+        # Cut in characters first (a token is at least one character), then in tokens. Rounding the character
+        # cut down keeps at least 8 * max_prefix characters.
+        over = len(prefix) - 8 * mc.max_prefix
+        cut = over - over % CONTEXT_STEP_CHARS if over > 0 else 0
+        pre, suf = prefix[cut:], suffix[: 8 * mc.max_suffix]
         tok = self.tokenizer
+        ids = tok.encode(pre)
+        drop = len(ids) - mc.max_prefix
+        if drop > 0:
+            ids = ids[drop + (-drop % CONTEXT_STEP_TOKENS) :]
         # Same trimming as training (a token budget must not cut a character in two).
-        p = trim_start(tok, pre, tok.encode(pre)[-mc.max_prefix :])
+        p = trim_start(tok, pre, ids)
         s = trim_end(tok, suf, tok.encode(suf)[: mc.max_suffix])
         return p, s
+
+    # ------------------------------------------------------------------ per-document context cache
+    def _doc_key(self, uri: str | None, p_ids: list[int], s_ids: list[int]) -> Hashable:
+        """A document's cache key: its uri, else its first prefix tokens (what any reuse needs to share)."""
+        if uri:
+            return ("uri", uri)
+        return ("prefix", tuple(p_ids[:32])) if p_ids else ("suffix", tuple(s_ids[:32]))
+
+    def _cacheable(self) -> bool:
+        return self.contexts.enabled and isinstance(self.model, DiffusionLM)
+
+    @contextlib.contextmanager
+    def _encoded(self, key: Hashable, p_ids: list[int], s_ids: list[int], capacity: int,
+                 ) -> Iterator[ContextCache]:
+        """The encoded context of a request, from the document's cache entry when one is kept; the request
+        owns it until the ``with`` block ends, then it goes back to the store."""
+        if not self._cacheable():
+            yield self.model.encode_context([p_ids], [s_ids], capacity=capacity)
+            return
+        entry = self.contexts.take(key)
+        keep, same_suffix = 0, False
+        if entry is not None:
+            keep = _common_prefix(entry.prefix_ids, p_ids)
+            same_suffix = entry.suffix_ids == s_ids
+        if entry is not None and (keep or (same_suffix and s_ids)):
+            hit = keep == len(entry.prefix_ids) == len(p_ids) and same_suffix
+            self.model.edit_context(entry.cache, keep, p_ids[keep:], None if same_suffix else s_ids, capacity)
+            entry.prefix_ids, entry.suffix_ids = list(p_ids), list(s_ids)
+            reused = keep + (len(s_ids) if same_suffix else 0)
+            self.contexts.count("hits" if hit else "partial", reused, len(p_ids) + len(s_ids) - reused)
+        else:  # nothing to keep
+            entry = CachedContext(self.model.encode_context([p_ids], [s_ids], capacity=capacity), list(p_ids),
+                                  list(s_ids))
+            self.contexts.count("misses", 0, len(p_ids) + len(s_ids))
+        try:
+            yield entry.cache
+        finally:  # only canvas rows (scratch) were written while the request ran
+            self.contexts.put(key, entry)
+
+    @contextlib.contextmanager
+    def _kv(self, key: Hashable, prompt: list[int]) -> Iterator[ar.KVCache]:
+        """An AR request's key/value cache: the document's kept one (``ar.ar_generate`` keeps its longest
+        common prefix with the new prompt) or an empty one; back to the store when the ``with`` block ends."""
+        entry = self.contexts.take(key) if self._cacheable() else None
+        kv = ar.KVCache.empty(self.model) if entry is None else ar.KVCache(entry.cache, entry.prefix_ids)
+        keep = min(_common_prefix(kv.ids, prompt), len(prompt) - 1)  # what ar.ar_generate will keep
+        # A hit keeps all but the last prompt token (whose hidden state gives the first token).
+        outcome = "hits" if entry is not None and keep == len(prompt) - 1 else "partial" if keep else "misses"
+        self.contexts.count(outcome, keep, len(prompt) - keep)
+        done = False
+        try:
+            yield kv
+            done = True
+        except GeneratorExit:  # the request was closed between two tokens: the cache is consistent
+            done = True
+            raise
+        finally:  # an error inside a forward pass may have left rows half written: drop the cache then
+            if done and self._cacheable():
+                self.contexts.put(key, CachedContext(kv.cache, kv.ids, []))
 
     def _text(self, step: Step) -> str:
         return self.tokenizer.decode(step.tokens.tolist())
 
     def stream(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
-               seed: int = 0, should_stop: Callable[[], bool] | None = None, **overrides: Any) -> Iterator[Pass]:
-        """Yield every pass of filling the hole between ``prefix`` and ``suffix``."""
-        for p, _ in self._run(prefix, suffix, max_tokens, seed, should_stop, overrides, single_line=False):
+               seed: int = 0, should_stop: Callable[[], bool] | None = None, uri: str | None = None,
+               **overrides: Any) -> Iterator[Pass]:
+        """Yield every pass of filling the hole between ``prefix`` and ``suffix``. ``uri`` names the document
+        for the context cache (without one, the first prefix tokens do)."""
+        for p, _ in self._run(prefix, suffix, max_tokens, seed, should_stop, overrides, single_line=False,
+                              uri=uri):
             yield p
 
     def infill(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
-               seed: int = 0, **overrides: Any) -> InfillResult:
+               seed: int = 0, uri: str | None = None, **overrides: Any) -> InfillResult:
         """Fill the hole between ``prefix`` and ``suffix``; returns the final text and counters."""
-        runs = deque(self._run(prefix, suffix, max_tokens, seed, None, overrides, single_line=False), maxlen=1)
+        runs = deque(self._run(prefix, suffix, max_tokens, seed, None, overrides, single_line=False, uri=uri),
+                     maxlen=1)
         p, t = runs[0]
         return InfillResult(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason,
                             self._count(p.text), t)
@@ -153,7 +354,7 @@ class Engine:
 
     def _run(self, prefix: str, suffix: str, max_tokens: int | None, seed: int,
              should_stop: Callable[[], bool] | None, overrides: dict[str, Any], single_line: bool,
-             initial_canvas: int | None = None, start: int = 0, end: int = 0,
+             initial_canvas: int | None = None, start: int = 0, end: int = 0, uri: str | None = None,
              ) -> Iterator[tuple[Pass, dict[str, float]]]:
         if len(prefix) + len(suffix) > MAX_DOCUMENT_CHARS:
             raise ValueError(f"document too large ({len(prefix) + len(suffix):,} > {MAX_DOCUMENT_CHARS:,} chars)")
@@ -164,19 +365,28 @@ class Engine:
         p_ids, s_ids = self._context(prefix, suffix)
         t1 = time.perf_counter()
         tok = self.tokenizer
-        cache = self.model.encode_context([p_ids], [s_ids], capacity=cfg.max_tokens)
-        t2 = time.perf_counter()
-        timings = {"tokenize": (t1 - t0) * 1e3, "context": (t2 - t1) * 1e3}
-        for step in denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop):
-            text = self._text(step)
-            if single_line:
-                nl = text.find("\n")
-                if nl >= 0:
-                    text = text[:nl]
-            now = time.perf_counter()
-            timings["denoise"] = (now - t2) * 1e3
-            timings["total"] = (now - t0) * 1e3
-            yield Pass(step.index, text, step.masked, step.final, step.nfe, start, end, step.stop_reason), timings
+        key = self._doc_key(uri, p_ids, s_ids)
+        with contextlib.ExitStack() as stack:
+            if self.is_ar:  # the prompt is encoded by the first step (prefill)
+                kv = stack.enter_context(self._kv(key, ar.psm_prompt(tok, p_ids, s_ids)))
+                steps = ar.ar_generate(self.model, tok, p_ids, s_ids, cfg.max_tokens, should_stop,
+                                    min_tokens=cfg.min_tokens, kv=kv)
+            else:
+                cache = stack.enter_context(self._encoded(key, p_ids, s_ids, cfg.max_tokens))
+                steps = denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop)
+            t2 = time.perf_counter()
+            timings = {"tokenize": (t1 - t0) * 1e3, "context": (t2 - t1) * 1e3}
+            for step in steps:
+                text = self._text(step)
+                if single_line:
+                    nl = text.find("\n")
+                    if nl >= 0:
+                        text = text[:nl]
+                now = time.perf_counter()
+                timings["denoise"] = (now - t2) * 1e3
+                timings["total"] = (now - t0) * 1e3
+                yield Pass(step.index, text, step.masked, step.final, step.nfe, start, end,
+                           step.stop_reason), timings
 
     # ------------------------------------------------------------------ document + cursor in, edit out
     def stream_complete(self, text: str, offset: int, language: str = "python",
@@ -253,9 +463,7 @@ class Engine:
         t2 = time.perf_counter()
         p_ids, s_ids = self._context(prefix, suffix)
         t3 = time.perf_counter()
-        cache = self.model.encode_context([p_ids], [s_ids], capacity=cfg.max_tokens)
-        t4 = time.perf_counter()
-        timings.update(tokenize=(t3 - t2) * 1e3, context=(t4 - t3) * 1e3)
+        doc_key = self._doc_key(uri, p_ids, s_ids)
         near = prefix[-2000:]
 
         def finish(canvas: torch.Tensor) -> tuple[str, str]:
@@ -267,58 +475,82 @@ class Engine:
             timings["total"] = (time.perf_counter() - t0) * 1e3
             return dict(timings)
 
-        init, nfe = None, 0
-        if mode == "rewrite" and pl.kind == "selection":
-            ids = tok.encode(text[pl.start : pl.end])
-            if 0 < len(ids) < cfg.max_tokens:
-                extra = min(cfg.max_tokens - len(ids), max(2, len(ids) // 8))  # room to grow or end early
-                canvas = torch.tensor(ids + [tok.mask_id] * extra, device=self.model.device)
-                conf = self._scores(torch.tensor(ids, device=self.model.device), cache)
-                nfe += 1
-                redo = repair.least_likely(conf, torch.ones_like(conf, dtype=torch.bool), REWRITE_SHARE)
-                canvas[: len(ids)][redo] = tok.mask_id
-                init = canvas
-        index, rounds, best = 0, 0, None
-        stop_reason = "complete"
-        t_round = time.perf_counter()
-        while True:
-            last: Step | None = None
-            fill = ""
-            for step in denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop, init):
-                if last is not None:  # hold each pass back one step: only the very last one is final
-                    yield Pass(index, fill, last.masked, False, nfe + last.nfe, pl.start, pl.end), (pl, stamp())
-                    index += 1
-                last = step
-                _, fill = finish(step.tokens)
-            if last is None or not last.final:  # cancelled
-                return
-            nfe += last.nfe
-            stop_reason = last.stop_reason or stop_reason
-            key = "denoise" if rounds == 0 else "repair"
-            timings[key] = timings.get(key, 0.0) + (time.perf_counter() - t_round) * 1e3
-            tp = time.perf_counter()
-            found = repair.check(doc, pl.start, pl.end, fill) if pl.check and do_repair else None
-            timings["parse"] += (time.perf_counter() - tp) * 1e3
-            if best is None or found is not None and found.errors < best[1]:
-                best = (fill, found.errors if found is not None else 0)
-            if found is None or found.errors == 0 or rounds >= repair.MAX_ROUNDS \
-                    or (should_stop is not None and should_stop()):
-                break
-            yield Pass(index, fill, 0, False, nfe, pl.start, pl.end), (pl, stamp())
-            index += 1
+        if self.is_ar:  # one pass per token; no rewrite scoring and no repair rounds (they re-mask a canvas)
+            with self._kv(doc_key, ar.psm_prompt(tok, p_ids, s_ids)) as kv:
+                timings.update(tokenize=(t3 - t2) * 1e3, context=0.0)
+                t4 = time.perf_counter()
+                prev: Step | None = None
+                fill = ""
+                for step in ar.ar_generate(self.model, tok, p_ids, s_ids, cfg.max_tokens, should_stop,
+                                        min_tokens=cfg.min_tokens, kv=kv):
+                    if prev is not None:
+                        yield (Pass(prev.index, fill, prev.masked, False, prev.nfe, pl.start, pl.end),
+                               (pl, stamp()))
+                    prev = step
+                    _, fill = finish(step.tokens)
+                if prev is None or not prev.final:  # cancelled
+                    return
+                timings["denoise"] = (time.perf_counter() - t4) * 1e3
+                yield (Pass(prev.index, fill, 0, True, prev.nfe, pl.start, pl.end, prev.stop_reason),
+                       (pl, stamp()))
+            return
+        with self._encoded(doc_key, p_ids, s_ids, cfg.max_tokens) as cache:
+            t4 = time.perf_counter()
+            timings.update(tokenize=(t3 - t2) * 1e3, context=(t4 - t3) * 1e3)
+            init, nfe = None, 0
+            if mode == "rewrite" and pl.kind == "selection":
+                ids = tok.encode(text[pl.start : pl.end])
+                if 0 < len(ids) < cfg.max_tokens:
+                    extra = min(cfg.max_tokens - len(ids), max(2, len(ids) // 8))  # room to grow or end early
+                    canvas = torch.tensor(ids + [tok.mask_id] * extra, device=self.model.device)
+                    conf = self._scores(torch.tensor(ids, device=self.model.device), cache)
+                    nfe += 1
+                    redo = repair.least_likely(conf, torch.ones_like(conf, dtype=torch.bool), REWRITE_SHARE)
+                    canvas[: len(ids)][redo] = tok.mask_id
+                    init = canvas
+            index, rounds, best = 0, 0, None
+            stop_reason = "complete"
             t_round = time.perf_counter()
-            canvas = last.tokens
-            real = (canvas != tok.pad_id) & (canvas != tok.mask_id)
-            conf = self._scores(canvas, cache)
-            nfe += 1
-            pieces = [tok.decode([int(t)]) if bool(r) else "" for t, r in zip(canvas.tolist(), real.tolist(),
-                                                                               strict=True)]
-            raw, _ = finish(canvas)
-            spans = repair.slot_spans(pieces) if "".join(pieces) == raw else _prefix_spans(tok, canvas, real)
-            init = repair.remask(canvas, conf, spans, repair.to_raw(found.ranges, raw, fill), found.elsewhere,
-                                 real, tok.mask_id)
-            rounds += 1
-        yield Pass(index, best[0], 0, True, nfe, pl.start, pl.end, stop_reason), (pl, stamp())
+            while True:
+                last: Step | None = None
+                fill = ""
+                for step in denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop, init):
+                    if last is not None:  # hold each pass back one step: only the very last one is final
+                        yield (Pass(index, fill, last.masked, False, nfe + last.nfe, pl.start, pl.end),
+                               (pl, stamp()))
+                        index += 1
+                    last = step
+                    _, fill = finish(step.tokens)
+                if last is None or not last.final:  # cancelled
+                    return
+                nfe += last.nfe
+                stop_reason = last.stop_reason or stop_reason
+                key = "denoise" if rounds == 0 else "repair"
+                timings[key] = timings.get(key, 0.0) + (time.perf_counter() - t_round) * 1e3
+                tp = time.perf_counter()
+                found = repair.check(doc, pl.start, pl.end, fill) if pl.check and do_repair else None
+                timings["parse"] += (time.perf_counter() - tp) * 1e3
+                if best is None or found is not None and found.errors < best[1]:
+                    best = (fill, found.errors if found is not None else 0)
+                if found is None or found.errors == 0 or rounds >= repair.MAX_ROUNDS \
+                        or (should_stop is not None and should_stop()):
+                    break
+                yield Pass(index, fill, 0, False, nfe, pl.start, pl.end), (pl, stamp())
+                index += 1
+                t_round = time.perf_counter()
+                canvas = last.tokens
+                real = (canvas != tok.pad_id) & (canvas != tok.mask_id)
+                conf = self._scores(canvas, cache)
+                nfe += 1
+                pieces = [tok.decode([int(t)]) if bool(r) else ""
+                          for t, r in zip(canvas.tolist(), real.tolist(), strict=True)]
+                raw, _ = finish(canvas)
+                spans = (repair.slot_spans(pieces) if "".join(pieces) == raw
+                         else _prefix_spans(tok, canvas, real))
+                init = repair.remask(canvas, conf, spans, repair.to_raw(found.ranges, raw, fill),
+                                     found.elsewhere, real, tok.mask_id)
+                rounds += 1
+            yield Pass(index, best[0], 0, True, nfe, pl.start, pl.end, stop_reason), (pl, stamp())
 
 
 REWRITE_SHARE = 0.25  # rewrite mode re-masks this share of the selection's tokens (the least likely)

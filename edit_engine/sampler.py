@@ -12,6 +12,15 @@ cannot become a pad, and once a pad is committed every later masked slot becomes
 first ``min_tokens`` slots (default 1) cannot be pads: a request for a completion gets a non-empty one (an
 under-trained model otherwise collapses to all-pad fills, as the quality issue measured).
 
+Length rule (``pad_threshold`` > 0). Training draws the canvas size independently of the fill's length
+(``train/data.py``), so on the first pass over freshly opened slots, with nothing of the fill decided yet, the
+model's pad probability at slot j estimates P(length <= j). That pass fixes the length: the first open slot whose
+pad probability reaches ``pad_threshold`` (0.5: the median length) and every slot after it become pads, and the
+slots before it may no longer be pads. If no slot reaches it, the whole canvas must hold real tokens; once full
+it grows and the next pass decides again over the new slots. Deciding the length once, from the model's own
+distribution, is what keeps fills from collapsing to empty (pads winning slot by slot) or running on (pads never
+winning). With ``pad_threshold = 0`` pads are committed slot by slot like any token.
+
 The loop keeps canvas, mask and scores as tensors: per pass there is one host read (is anything still masked?)
 and no Python loop over positions. It counts forward passes (nfe).
 
@@ -48,6 +57,7 @@ class SamplerConfig:
     max_tokens: int = 128  # the canvas never grows past this
     pad_rules: bool = True  # pads only at the tail (see module doc)
     min_tokens: int = 1  # the fill has at least this many real tokens (pad forbidden in the first slots)
+    pad_threshold: float = 0.5  # length rule (module doc): fill length from the first pass's pad probabilities
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -64,6 +74,8 @@ class SamplerConfig:
             raise ValueError("temperature must be >= 0")
         if not 0 <= self.min_tokens <= self.max_tokens:
             raise ValueError("min_tokens must be between 0 and max_tokens")
+        if not 0.0 <= self.pad_threshold <= 1.0:
+            raise ValueError("pad_threshold must be between 0 and 1")
 
     def with_(self, **kw: object) -> SamplerConfig:
         return replace(self, **kw)  # type: ignore[arg-type]
@@ -81,9 +93,11 @@ class Step:
     stop_reason: str  # "" while running; "complete" (a pad ended the fill) or "length" (max_tokens reached)
 
 
-def _pad_banned(canvas: torch.Tensor, masked: torch.Tensor, pad_id: int, cfg: SamplerConfig) -> torch.Tensor:
-    """(B, C) bool: slots where pad is forbidden (the first min_tokens; before the last committed real token)."""
-    ban = torch.zeros_like(masked)
+def _pad_banned(canvas: torch.Tensor, masked: torch.Tensor, pad_id: int, cfg: SamplerConfig,
+                extra: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, C) bool: slots where pad is forbidden (the first min_tokens; before the last committed real token;
+    ``extra``: before the length the length rule chose)."""
+    ban = torch.zeros_like(masked) if extra is None else extra.clone()
     ban[:, : cfg.min_tokens] = True
     if cfg.pad_rules:
         real = (~masked) & (canvas != pad_id)  # (B, C)
@@ -108,6 +122,33 @@ def _choice(logits: torch.Tensor, temperature: float, gen: torch.Generator | Non
     return (logits.float() / temperature + g).argmax(-1)
 
 
+def decide_length(
+    logits: torch.Tensor,
+    canvas: torch.Tensor,
+    masked: torch.Tensor,
+    length_ban: torch.Tensor,
+    lo: int,
+    cfg: SamplerConfig,
+    pad_id: int,
+    mask_id: int,
+) -> None:
+    """The length rule (module doc), in place: over the open slots from ``lo``, the first masked slot whose pad
+    probability reaches ``cfg.pad_threshold`` and all after it become pads; ``length_ban`` forbids pads before it
+    (the whole canvas when no slot reaches it). No host read."""
+    lg = logits.float()
+    lg[..., mask_id] = float("-inf")
+    ban = _pad_banned(canvas, masked, pad_id, cfg, length_ban)
+    p_pad = torch.softmax(lg, -1)[..., pad_id]  # (B, C)
+    c = canvas.shape[1]
+    j = torch.arange(c, device=canvas.device)
+    cand = (p_pad >= cfg.pad_threshold) & masked & ~ban & (j >= lo)
+    first = torch.where(cand.any(-1), cand.int().argmax(-1), torch.full_like(cand[:, 0], c, dtype=torch.long))
+    tail = (j >= first.unsqueeze(-1)) & masked
+    canvas.masked_fill_(tail, pad_id)
+    masked &= ~tail
+    length_ban |= j < first.unsqueeze(-1)
+
+
 def commit_pass(
     logits: torch.Tensor,
     canvas: torch.Tensor,
@@ -116,10 +157,11 @@ def commit_pass(
     pad_id: int,
     mask_id: int,
     gen: torch.Generator | None = None,
+    length_ban: torch.Tensor | None = None,
 ) -> None:
     """One pass's decision, shared by every sampler: constrain, score, commit, propagate pads (in place)."""
     logits[..., mask_id] = float("-inf")  # the model never commits a mask
-    logits[..., pad_id].masked_fill_(_pad_banned(canvas, masked, pad_id, cfg), float("-inf"))
+    logits[..., pad_id].masked_fill_(_pad_banned(canvas, masked, pad_id, cfg, length_ban), float("-inf"))
     kernels.commit_step(
         logits, canvas, masked, cfg.threshold, cfg.score, cfg.min_commit, cfg.max_commit,
         _choice(logits, cfg.temperature, gen),
@@ -163,23 +205,31 @@ def denoise(
         n_pad = bool((canvas == pad_id).any())
         yield Step(0, canvas[0].clone(), 0, 0, True, "complete" if n_pad else "length")
         return
+    use_length = cfg.pad_threshold > 0 and init is None  # repair / rewrite canvases keep their own length
+    length_ban = torch.zeros_like(masked)
+    open_from: int | None = 0 if use_length else None  # slots from here await the length decision
     nfe = 0
     index = 0
     while True:
         if should_stop is not None and should_stop():
             return
-        if cfg.temperature <= 0 and isinstance(model, DiffusionLM):
+        if open_from is not None:
+            logits = model.canvas_logits(canvas, cache)  # (B, C, V): the length pass needs pad probabilities
+            decide_length(logits, canvas, masked, length_ban, open_from, cfg, pad_id, mask_id)
+            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban)
+            open_from = None
+        elif cfg.temperature <= 0 and isinstance(model, DiffusionLM):
             # Greedy with a tied head: (token, score) straight from the hidden states; on GPUs with a large
             # vocabulary the fused kernel never writes the canvas logits (kernels/head.py).
             h = model.canvas_hidden(canvas, cache)  # (B, C, D)
             idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id,
-                                               _pad_banned(canvas, masked, pad_id, cfg))
+                                               _pad_banned(canvas, masked, pad_id, cfg, length_ban))
             kernels.commit_from_stats(idx, sc, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit)
             if cfg.pad_rules:
                 _propagate_pads(canvas, masked, pad_id)
         else:
             logits = model.canvas_logits(canvas, cache)  # (B, C, V)
-            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen)
+            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban)
         nfe += 1
         n_masked = int(masked.sum())  # the one host read per pass
         stop = ""
@@ -201,6 +251,10 @@ def denoise(
                 return
             canvas = torch.cat([canvas, torch.full((cache.batch, new - size), mask_id, device=dev)], dim=1)
             masked = torch.cat([masked, torch.ones(cache.batch, new - size, dtype=torch.bool, device=dev)], 1)
+            length_ban = torch.cat([length_ban, torch.zeros(cache.batch, new - size, dtype=torch.bool,
+                                                            device=dev)], 1)
+            if use_length:
+                open_from = size
             size = new
 
 
@@ -221,6 +275,9 @@ def reference_denoise(
     canvas = [mask_id] * size
     nfe = 0
     index = 0
+    use_length = cfg.pad_threshold > 0
+    no_pad_before = 0  # the length rule's ban: no pad before this slot
+    open_from: int | None = 0 if use_length else None
     while True:
         tokens = torch.tensor([prefix + suffix + canvas], device=dev)
         kind = torch.tensor([[PREFIX] * len(prefix) + [SUFFIX] * len(suffix) + [CANVAS] * size],
@@ -236,6 +293,19 @@ def reference_denoise(
         last_real = max((j for j, t in enumerate(canvas) if t not in (mask_id, pad_id)), default=-1)
         if cfg.pad_rules:
             logits[: last_real + 1, pad_id] = float("-inf")
+        logits[:no_pad_before, pad_id] = float("-inf")
+        if open_from is not None:  # the length rule: first open slot with P(pad) >= threshold, and all after it
+            p_pad = torch.softmax(logits.float(), -1)[:, pad_id]
+            first = next((j for j in range(open_from, size)
+                          if canvas[j] == mask_id and float(p_pad[j]) >= cfg.pad_threshold), size)
+            canvas = [pad_id if (j >= first and t == mask_id) else t for j, t in enumerate(canvas)]
+            no_pad_before = max(no_pad_before, first)
+            logits[:no_pad_before, pad_id] = float("-inf")
+            open_from = None
+            if mask_id not in canvas:  # the length pass decided every slot (all pads past min_tokens)
+                stop = "complete"
+                yield Step(index, torch.tensor(canvas), 0, nfe, True, stop)
+                return
         probs = torch.softmax(logits, -1)
         conf, tok = probs.max(-1)
         best_j, best_c = -1, -1.0
@@ -260,4 +330,6 @@ def reference_denoise(
         if n_masked == 0:
             new = _grown(size, cfg)
             canvas = canvas + [mask_id] * (new - size)
+            if use_length:
+                open_from = size
             size = new

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edit_engine.tokenizer import Tokenizer
-from edit_engine.train.data import BUCKETS, HOLE_KINDS, make_example, sample_hole
+from edit_engine.train.data import HOLE_KINDS, MAX_HOLE, make_example, sample_hole, syntax_spans
 
 # Code-like text: lines of identifiers, punctuation, indentation, and some non-ASCII (multi-byte in UTF-8).
 _chars = st.sampled_from(list("abcxyz_019 ():=+-.,'\"#\t") + ["\n", "\n", "    ", "é", "中", "😀", "ß"])
@@ -21,13 +21,13 @@ kinds = st.sampled_from([*HOLE_KINDS, None])
 @settings(max_examples=300, deadline=None)
 @given(text=texts, kind=kinds, seed=st.integers(0, 2**32 - 1))
 def test_sample_hole_is_a_span_that_rebuilds_the_text(text: str, kind: str | None, seed: int) -> None:
-    a, b, k = sample_hole(text, random.Random(seed), kind)
+    a, b, k = sample_hole(text, random.Random(seed), kind, spans=syntax_spans(text))
     assert 0 <= a <= b <= len(text)
     assert text[:a] + text[a:b] + text[b:] == text
     # Character offsets, never inside a UTF-8 sequence: the pieces encode to the whole's bytes.
     assert text[:a].encode() + text[a:b].encode() + text[b:].encode() == text.encode()
     assert k in HOLE_KINDS
-    if kind is not None and kind != "block_body":  # block_body falls back to whole_lines without a header
+    if kind is not None and kind not in ("block_body", "syntax"):  # those fall back to whole_lines
         assert k == kind or (kind == "empty" and a == b)
 
 
@@ -43,14 +43,14 @@ def test_make_example_decodes_back(tiny_tokenizer: Tokenizer, text: str, seed: i
     if ex is None:
         return
     assert ex.kind == kind
-    assert len(ex.prefix) <= max_prefix and len(ex.suffix) <= max_suffix and len(ex.hole) <= BUCKETS[-1]
+    # The hole keeps one token past the largest canvas (so a window knows the fill goes on).
+    assert len(ex.prefix) <= max_prefix and len(ex.suffix) <= max_suffix and len(ex.hole) <= MAX_HOLE + 1
     hole = tiny_tokenizer.decode(ex.hole)
     pre = tiny_tokenizer.decode(ex.prefix)
     suf = tiny_tokenizer.decode(ex.suffix)
-    assert text[a:b].startswith(hole)
-    if hole != text[a:b]:  # hole cut at max_hole tokens: the rest moves to the suffix
-        assert len(ex.hole) == BUCKETS[-1]
-    rest = text[a + len(hole) :]
+    if len(ex.hole) <= MAX_HOLE:
+        assert hole == text[a:b]
+    rest = text[b:]  # the suffix starts where the whole hole ends, also when the hole is cut to a window
     # Known bug (reported, test_context_trim_splits_a_character below): trimming the context to a token budget
     # can cut a multi-byte character, leaving stray bytes that decode to U+FFFD at the cut. Apart from that the
     # pieces must decode back to the text around the hole.
@@ -92,3 +92,34 @@ def test_every_kind_on_real_code(kind: str) -> None:
     for _ in range(50):
         a, b, _k = sample_hole(text, rng, kind)
         assert 0 <= a <= b <= len(text)
+
+
+def test_syntax_holes_are_the_units_an_editor_asks_for() -> None:
+    """Syntax holes on real code: each is a tree-sitter unit (an argument list's inside, a statement, a block
+    body, ...), and across draws every unit kind appears."""
+    import inspect
+    import textwrap
+
+    text = inspect.getsource(textwrap) + "\nx = f('é中😀', g(1, 2))\n"
+    spans = syntax_spans(text)
+    assert spans is not None and {"statement", "expression", "arguments", "block"} <= set(spans.units)
+    rng = random.Random(0)
+    seen = set()
+    for _ in range(300):
+        a, b, k = sample_hole(text, rng, "syntax", spans=spans)
+        assert k == "syntax" and 0 <= a < b <= len(text)
+        seen.add(text[a:b])
+    assert "1, 2" in seen or "'é中😀', g(1, 2)" in seen or len(seen) > 100
+    # Character offsets on a non-ASCII line: the argument list's inside, exactly.
+    line = "y = h('é中😀', 3)\n"
+    sp = syntax_spans(line)
+    assert sp is not None
+    inside = [line[sp.char(s0) : sp.char(e0)] for s0, e0 in sp.units["arguments"]]
+    assert inside == ["'é中😀', 3"]
+
+
+def test_canvas_targets_window_and_pads() -> None:
+    from edit_engine.train.data import canvas_targets
+
+    assert canvas_targets([5, 6, 7], 8, 0) == [5, 6, 7, 0, 0, 0, 0, 0]
+    assert canvas_targets(list(range(10, 30)), 8, 0) == list(range(10, 18))  # a window: no pad, the fill goes on

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass
-from ..sampler import SamplerConfig, commit_pass
+from ..sampler import SamplerConfig, commit_pass, decide_length
 from .metrics import Metrics
 
 
@@ -152,6 +152,8 @@ class _Active:
     masked: torch.Tensor  # (1, c_r) bool
     gen: torch.Generator | None
     admitted: float
+    length_ban: torch.Tensor  # (1, c_r) bool: pads forbidden here by the length rule (sampler.decide_length)
+    open_from: int | None  # slots from here await the length rule's decision (None: decided)
     index: int = 0
     nfe: int = 0
 
@@ -368,7 +370,9 @@ class Scheduler:
             self._active.append(_Active(
                 job=j, k=[k[r : r + 1] for k in cache.k], v=[v[r : r + 1] for v in cache.v],
                 valid=cache.key_valid[r : r + 1, : cache.ctx_len], canvas_start=cache.canvas_start[r : r + 1],
-                canvas=canvas, masked=torch.ones_like(canvas, dtype=torch.bool), gen=gen, admitted=now))
+                canvas=canvas, masked=torch.ones_like(canvas, dtype=torch.bool), gen=gen, admitted=now,
+                length_ban=torch.zeros_like(canvas, dtype=torch.bool),
+                open_from=0 if j.cfg.pad_threshold > 0 else None))
 
     def _build(self) -> _Batch:
         """The batched cache of the active jobs: contexts left-aligned, padded to the longest."""
@@ -414,7 +418,12 @@ class Scheduler:
         self.metrics.forward_passes.inc()
         self.metrics.batch_size.observe(len(act))
         for r, a in enumerate(act):
-            commit_pass(logits[r : r + 1, : a.size], a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen)
+            row = logits[r : r + 1, : a.size]
+            if a.open_from is not None:  # the sampler's length rule, on the first pass over fresh slots
+                decide_length(row, a.canvas, a.masked, a.length_ban, a.open_from, a.job.cfg, tok.pad_id,
+                              tok.mask_id)
+                a.open_from = None
+            commit_pass(row, a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen, a.length_ban)
             a.nfe += 1
         # One host read for the whole batch: masked counts and whether a pad was committed, per row.
         stats = torch.stack([torch.stack([a.masked.sum(), (a.canvas == tok.pad_id).any().long()]) for a in act])
@@ -436,8 +445,11 @@ class Scheduler:
             if n_masked == 0:  # every slot holds a real token: grow the canvas (doubling), as the sampler does
                 new = min(a.job.cfg.max_tokens, a.size * 2)
                 pad = torch.full((1, new - a.size), tok.mask_id, dtype=torch.long, device=dev)
+                if a.job.cfg.pad_threshold > 0:
+                    a.open_from = a.size
                 a.canvas = torch.cat([a.canvas, pad], dim=1)
                 a.masked = torch.cat([a.masked, torch.ones_like(pad, dtype=torch.bool)], dim=1)
+                a.length_ban = torch.cat([a.length_ban, torch.zeros_like(pad, dtype=torch.bool)], dim=1)
         if done:
             for a in done:
                 self._retire(a, "done")

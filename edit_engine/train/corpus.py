@@ -20,7 +20,15 @@ VAL_PERCENT = 2
 
 
 def default_roots() -> list[Path]:
-    return [Path(sysconfig.get_paths()["stdlib"])]
+    """The standard library and the installed packages (site-packages: inside the standard library's folder
+    for a plain interpreter, elsewhere in a virtual environment); a root inside another is dropped."""
+    paths = sysconfig.get_paths()
+    roots: list[Path] = []
+    for key in ("stdlib", "purelib", "platlib"):
+        p = Path(paths[key]).resolve()
+        if p.is_dir() and not any(p == r or r in p.parents for r in roots):
+            roots = [r for r in roots if p not in r.parents] + [p]
+    return roots
 
 
 def _excluded(path: Path) -> bool:
@@ -65,7 +73,10 @@ def list_files(roots: list[Path] | None = None) -> list[CorpusFile]:
                     continue
                 rel = str(p.relative_to(root))
                 parts = rel.split(os.sep)
-                group = parts[1] if parts[0] == "site-packages" and len(parts) > 1 else "stdlib"
+                if root.name == "site-packages":
+                    group = parts[0] if len(parts) > 1 else "site-packages"
+                else:
+                    group = parts[1] if parts[0] == "site-packages" and len(parts) > 1 else "stdlib"
                 out.append(CorpusFile(p, rel, size, group))
     return out
 

@@ -2,35 +2,66 @@
 
 The hole kinds follow what editors ask for: the rest of a line, whole lines (with their newline, as in
 HumanEval-infilling), a line without its newline (as in SantaCoder-FIM), a span inside a line, the indented body
-after a block header, a random span, and an empty hole. Prefix, hole and suffix are tokenized separately,
-exactly as the engine does when serving, so token boundaries at the cursor look the same in training and use.
+after a block header, a random span, an empty hole, and syntax units chosen with tree-sitter (a statement, an
+expression, the inside of an argument or parameter list, a block body; ``syntax_spans``). Prefix, hole and
+suffix are tokenized separately, exactly as the engine does when serving, so token boundaries at the cursor look
+the same in training and use.
 
 A batch uses the model's layout: [prefix (left-padded) | suffix (right-padded) | canvas], with token kinds that
-give the attention mask and positions (``model.layout_mask`` / ``layout_positions``). The canvas holds the hole's
-tokens, then ``<|pad|>`` up to its bucket; slots past the bucket are absent.
+give the attention mask and positions (``model.layout_mask`` / ``layout_positions``).
+
+**Fill length.** The canvas size is drawn *independently of the hole's length* (``CANVAS_SIZES``). A hole shorter
+than the canvas is followed by ``<|pad|>`` slots up to the canvas end; a longer one fills the canvas with its first
+tokens and no pad (the canvas is a window onto a fill that goes on). So for any canvas size the model's
+probability of a pad at slot j estimates P(fill length <= j): the sampler reads the fill length off the first pass
+(``sampler.SamplerConfig.pad_threshold``), and a canvas full of real tokens means "grow", as in serving. When
+the canvas size depended on the length (the smallest bucket that holds the hole), the size itself leaked the
+length, and at serving time a 16-slot canvas biased every fill towards 9-16 tokens; pads drawn from such a
+distribution were also what collapsed earlier models to empty fills.
+
+``collate_ar`` lays out the same examples for the autoregressive baseline (``edit_engine.ar``): prefix-suffix-
+middle sequences, causal, next-token targets.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from ..model import ABSENT, CANVAS, PREFIX, SUFFIX
 from ..tokenizer import Tokenizer, trim_end, trim_start
 
-BUCKETS = (4, 8, 16, 32, 64)
+# Canvas sizes seen in training and their probabilities (independent of the hole; see the module doc).
+CANVAS_SIZES: dict[int, float] = {8: 0.15, 16: 0.35, 32: 0.28, 64: 0.17, 128: 0.05}
+MAX_HOLE = max(CANVAS_SIZES)  # hole tokens kept: the largest canvas is a window onto at most this many
 HOLE_KINDS: dict[str, float] = {
-    "rest_of_line": 0.22,
-    "whole_lines": 0.22,
-    "line_no_newline": 0.10,
-    "in_line": 0.12,
-    "block_body": 0.10,
-    "random_span": 0.16,
+    "rest_of_line": 0.17,
+    "whole_lines": 0.17,
+    "line_no_newline": 0.08,
+    "in_line": 0.08,
+    "block_body": 0.07,
+    "random_span": 0.10,
     "multi_from_cursor": 0.05,
     "empty": 0.03,
+    "syntax": 0.25,
 }
+# Tree-sitter node types (Python grammar) that make a syntax hole, by the unit an editor asks for.
+SYNTAX_UNITS: dict[str, tuple[str, ...]] = {
+    "statement": ("expression_statement", "return_statement", "raise_statement", "assert_statement",
+                  "import_statement", "import_from_statement", "delete_statement", "pass_statement"),
+    "expression": ("call", "binary_operator", "comparison_operator", "boolean_operator", "attribute",
+                   "subscript", "list", "dictionary", "tuple", "set", "list_comprehension",
+                   "dictionary_comprehension", "generator_expression", "conditional_expression", "lambda",
+                   "parenthesized_expression", "string", "keyword_argument", "assignment", "augmented_assignment"),
+    "arguments": ("argument_list", "parameters"),  # the inside, without the brackets
+    "block": ("block",),  # a compound statement's body
+    "compound": ("if_statement", "for_statement", "while_statement", "try_statement", "with_statement",
+                 "function_definition"),
+}
+_UNIT_OF = {t: u for u, ts_ in SYNTAX_UNITS.items() for t in ts_}
 
 
 @dataclass(frozen=True)
@@ -48,11 +79,85 @@ def _line_bounds(text: str, i: int) -> tuple[int, int]:
     return s, (len(text) if e < 0 else e)
 
 
-def sample_hole(text: str, rng: random.Random, kind: str | None = None) -> tuple[int, int, str]:
-    """Character offsets [a, b) of a hole in ``text`` and its kind."""
+_SYNTAX: Any = None
+
+
+def _python_syntax() -> Any:
+    """(parser, query) for Python's syntax units, or False when the grammar wheel is missing (syntax holes then
+    fall back to line-based ones)."""
+    global _SYNTAX
+    if _SYNTAX is None:
+        try:
+            import tree_sitter as ts
+            import tree_sitter_python as tsp
+
+            lang = ts.Language(tsp.language())
+            src = "\n".join(f"({t}) @{u}" for u, types in SYNTAX_UNITS.items() for t in types)
+            _SYNTAX = (ts.Parser(lang), ts.Query(lang, src))
+        except Exception:  # no wheel on this machine: line-based holes only
+            _SYNTAX = False
+    return _SYNTAX
+
+
+@dataclass
+class SyntaxSpans:
+    """A file's syntax units: byte spans by unit, converted to character offsets when one is chosen."""
+
+    data: bytes
+    units: dict[str, list[tuple[int, int]]]
+
+    def char(self, byte: int) -> int:
+        return len(self.data[:byte].decode("utf-8", "replace"))
+
+
+def syntax_spans(text: str) -> SyntaxSpans | None:
+    """The syntax units of ``text`` (Python) from its tree-sitter tree (a query, matched in C), or None when no
+    parser is available or the file has none."""
+    got = _python_syntax()
+    if not got:
+        return None
+    import tree_sitter as ts
+
+    parser, query = got
+    data = text.encode("utf-8", "surrogatepass")
+    caps = ts.QueryCursor(query).captures(parser.parse(data).root_node)
+    units: dict[str, list[tuple[int, int]]] = {}
+    for unit, nodes in caps.items():
+        spans = []
+        for node in nodes:
+            sb, eb = node.start_byte, node.end_byte
+            if unit == "arguments":
+                sb, eb = sb + 1, eb - 1  # the inside of the brackets
+            if eb > sb:
+                spans.append((sb, eb))
+        if spans:
+            units[unit] = spans
+    return SyntaxSpans(data, units) if units else None
+
+
+def sample_hole(
+    text: str, rng: random.Random, kind: str | None = None, spans: SyntaxSpans | None = None
+) -> tuple[int, int, str]:
+    """Character offsets [a, b) of a hole in ``text`` and its kind. ``spans`` (from ``syntax_spans``) serve
+    the ``syntax`` kind; without them it falls back to whole lines."""
     if kind is None:
         kind = rng.choices(list(HOLE_KINDS), weights=list(HOLE_KINDS.values()))[0]
     n = len(text)
+    if kind == "syntax":
+        if not spans:
+            return sample_hole(text, rng, "whole_lines")
+        unit = rng.choice(sorted(spans.units))
+        sb, eb = rng.choice(spans.units[unit])
+        if len(spans.data) == n:  # ASCII: bytes are characters
+            a, b = sb, eb
+        else:
+            a, b = spans.char(sb), spans.char(eb)
+        a, b = max(0, min(a, n)), max(0, min(b, n))
+        if unit in ("statement", "compound", "block") and rng.random() < 0.5:
+            a = text.rfind("\n", 0, a) + 1  # whole lines, with the indentation and the newline
+            e = text.find("\n", max(a, b - 1) if b > a else b)
+            b = n if e < 0 else e + 1
+        return a, max(a, b), kind
     i = rng.randrange(n)
     s, e = _line_bounds(text, i)
     line = text[s:e]
@@ -91,7 +196,7 @@ def sample_hole(text: str, rng: random.Random, kind: str | None = None) -> tuple
             b = min(n, le + 1)
         return a, b, kind
     if kind == "random_span":
-        return i, min(n, i + rng.randint(1, 300)), kind
+        return i, min(n, i + rng.randint(1, 400)), kind
     if kind == "multi_from_cursor":
         a = rng.randint(min(s + indent, e), e)
         b = e
@@ -108,33 +213,34 @@ def make_example(
     rng: random.Random,
     max_prefix: int,
     max_suffix: int,
-    max_hole: int = BUCKETS[-1],
+    max_hole: int = MAX_HOLE,
+    spans: SyntaxSpans | None = None,
 ) -> Example | None:
+    """One example. The hole keeps at most ``max_hole`` tokens (a window onto a longer one: the suffix still
+    starts where the hole ends, so nothing after the window is shown to the model)."""
     if not text:
         return None
-    a, b, kind = sample_hole(text, rng)
+    a, b, kind = sample_hole(text, rng, spans=spans)
     # Context windows in characters (about 4 chars per token, generous), trimmed in tokens below.
     pre = text[max(0, a - 6 * max_prefix) : a]
-    hole = text[a:b]
+    hole = text[a : min(b, a + 8 * max_hole)]
     suf = text[b : b + 6 * max_suffix]
-    hole_ids = tok.encode(hole)
-    if len(hole_ids) > max_hole:
-        head = tok.decode(hole_ids[:max_hole])
-        if not hole.startswith(head):  # cut inside a multi-byte character: skip
-            return None
-        hole_ids = hole_ids[:max_hole]
-        suf = (hole[len(head) :] + suf)[: 6 * max_suffix]
+    hole_ids = tok.encode(hole)[: max_hole + 1]  # one past the window: the canvas knows whether it goes on
     p_ids = trim_start(tok, pre, tok.encode(pre)[-max_prefix:])
     s_ids = trim_end(tok, suf, tok.encode(suf)[:max_suffix])
     return Example(p_ids, hole_ids, s_ids, kind)
 
 
-def bucket_for(n: int, rng: random.Random | None = None, p_larger: float = 0.3) -> int:
-    """Smallest canvas bucket that holds n tokens; with probability p_larger a larger one (teaches long pads)."""
-    fits = [c for c in BUCKETS if c >= n] or [BUCKETS[-1]]
-    if rng is not None and len(fits) > 1 and rng.random() < p_larger:
-        return rng.choice(fits[1:])
-    return fits[0]
+def canvas_size(rng: random.Random, max_canvas: int = MAX_HOLE) -> int:
+    """A canvas size drawn from ``CANVAS_SIZES`` (at most ``max_canvas``), independent of the hole."""
+    sizes = [c for c in CANVAS_SIZES if c <= max_canvas] or [min(CANVAS_SIZES)]
+    return rng.choices(sizes, weights=[CANVAS_SIZES[c] for c in sizes])[0]
+
+
+def canvas_targets(hole: list[int], c: int, pad_id: int) -> list[int]:
+    """The c canvas targets of a hole: its first c tokens, then pads if it is shorter."""
+    body = hole[:c]
+    return body + [pad_id] * (c - len(body))
 
 
 @dataclass
@@ -148,13 +254,13 @@ class Batch:
 
 
 def collate(
-    examples: list[Example], tok: Tokenizer, rng: random.Random, t_min: float = 0.05
+    examples: list[Example], tok: Tokenizer, rng: random.Random, t_min: float = 0.05, max_canvas: int = MAX_HOLE
 ) -> Batch:
     """Lay out examples and draw the diffusion time t ~ U(t_min, 1] per example (MDLM / LLaDA objective)."""
-    buckets = [bucket_for(len(e.hole), rng) for e in examples]
+    sizes = [canvas_size(rng, max_canvas) for _ in examples]
     pl = max(len(e.prefix) for e in examples)
     sl = max(len(e.suffix) for e in examples)
-    cl = max(buckets)
+    cl = max(sizes)
     B, T = len(examples), pl + sl + cl
     tokens = torch.full((B, T), tok.pad_id, dtype=torch.long)
     kind = torch.full((B, T), ABSENT, dtype=torch.int8)
@@ -162,7 +268,7 @@ def collate(
     weights = torch.zeros(B, T)
     ar = torch.full((B, T), -100, dtype=torch.long)
     n_canvas = 0
-    for r, (e, c) in enumerate(zip(examples, buckets, strict=True)):
+    for r, (e, c) in enumerate(zip(examples, sizes, strict=True)):
         p = len(e.prefix)
         if p:
             tokens[r, pl - p : pl] = torch.tensor(e.prefix)
@@ -173,9 +279,9 @@ def collate(
         if e.suffix:
             tokens[r, pl : pl + len(e.suffix)] = torch.tensor(e.suffix)
             kind[r, pl : pl + len(e.suffix)] = SUFFIX
-        canvas = e.hole[:c] + [tok.pad_id] * (c - len(e.hole[:c]))
+        canvas = canvas_targets(e.hole, c, tok.pad_id)
         t = rng.uniform(t_min, 1.0)
-        m = torch.rand(c, generator=None) < t
+        m = torch.rand(c) < t
         if not bool(m.any()):
             m[rng.randrange(c)] = True
         ct = torch.tensor(canvas)
@@ -186,3 +292,36 @@ def collate(
         weights[r, o : o + c] = m.float() / t
         n_canvas += c
     return Batch(tokens, kind, targets, weights, ar, n_canvas)
+
+
+def collate_ar(examples: list[Example], tok: Tokenizer, max_middle: int = MAX_HOLE) -> Batch:
+    """The autoregressive baseline's batch: prefix-suffix-middle sequences (``edit_engine.ar.psm_prompt``), all
+    causal (kind PREFIX), left-padded. ``targets``/``weights`` hold the next-token targets of the middle (its
+    tokens, then eos; a middle cut at ``max_middle`` has no eos, like a full canvas), ``ar_targets`` those of
+    the prefix and suffix (the auxiliary loss, as the diffusion model's prefix loss)."""
+    from ..ar import psm_prompt
+
+    seqs: list[tuple[list[int], int]] = []  # (sequence, index of the <fim_middle> token)
+    for e in examples:
+        prompt = psm_prompt(tok, e.prefix, e.suffix)
+        middle = e.hole[:max_middle] + ([tok.eos_id] if len(e.hole) <= max_middle else [])
+        seqs.append((prompt + middle, len(prompt) - 1))
+    T = max(len(q) for q, _ in seqs)
+    B = len(examples)
+    tokens = torch.full((B, T), tok.pad_id, dtype=torch.long)
+    kind = torch.full((B, T), ABSENT, dtype=torch.int8)
+    targets = torch.full((B, T), -100, dtype=torch.long)
+    weights = torch.zeros(B, T)
+    ar = torch.full((B, T), -100, dtype=torch.long)
+    n_mid = 0
+    for r, (q, mid) in enumerate(seqs):
+        o = T - len(q)
+        tokens[r, o:] = torch.tensor(q)
+        kind[r, o:] = PREFIX
+        nxt = torch.tensor(q[1:] + [-100])
+        is_mid = torch.arange(len(q)) >= mid  # rows that predict the middle (and its eos)
+        targets[r, o:] = torch.where(is_mid, nxt, torch.full_like(nxt, -100))
+        ar[r, o:] = torch.where(is_mid, torch.full_like(nxt, -100), nxt)
+        weights[r, o:] = (is_mid & (nxt != -100)).float()
+        n_mid += int((is_mid & (nxt != -100)).sum())
+    return Batch(tokens, kind, targets, weights, ar, max(1, n_mid))

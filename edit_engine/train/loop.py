@@ -8,6 +8,13 @@ model learns where a fill ends.
 
 An auxiliary next-token loss on the causal prefix rows (weight ``ar_weight``) supervises every context token, so
 the context representations the canvas reads are trained densely, not only through the few canvas slots.
+
+``objective="ar"`` trains the autoregressive baseline instead (``edit_engine.ar``): the same network and the same
+examples laid out as prefix-suffix-middle sequences, next-token loss on the middle plus ``ar_weight`` times the
+loss on the prefix and suffix tokens.
+
+On CUDA (``device="cuda"``, ``autocast_bf16``) batches come from ``workers`` data-loader processes, so the
+tokenizer and hole sampling keep up with the GPU.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ import os
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +37,7 @@ from .. import checkpoint
 from ..model import PRESETS, DiffusionLM
 from ..tokenizer import Tokenizer
 from . import corpus
-from .data import Batch, Example, collate, make_example
+from .data import Batch, Example, SyntaxSpans, collate, collate_ar, make_example, syntax_spans
 
 
 @dataclass(frozen=True)
@@ -57,43 +65,78 @@ class TrainConfig:
     save_every_min: float = 5.0
     eval_every_min: float = 10.0
     device: str = "cpu"
+    objective: str = "diffusion"  # diffusion | ar (the autoregressive baseline, same network and data)
+    workers: int = 0  # data-loader processes (0 = build batches in the training process)
+    tokenizer: str = ""  # reuse this tokenizer.json instead of training one (e.g. the packaged model's)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.objective not in ("diffusion", "ar"):
+            raise ValueError(f"objective={self.objective!r}; expected 'diffusion' or 'ar'")
+
+
+WINDOW_CHARS = 24_000  # longer files give a random window of this many characters (enough for any context)
 
 
 class ExampleStream:
     """Random infill examples from corpus files (weighted by size, capped per package)."""
 
-    def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int) -> None:
+    def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
+                 max_canvas: int = 128, per_file: int = 8) -> None:
         self.files = files
+        self.per_file = per_file
         self.weights = corpus.sampling_weights(files)
         self.tok = tok
         self.cfg = cfg
         self.rng = random.Random(seed)
-        self._cache: dict[Path, str] = {}
-
-    def _text(self, f: corpus.CorpusFile) -> str | None:
-        t = self._cache.get(f.path)
-        if t is None:
-            t = corpus.read_text(f)
-            if t is None:
-                return None
-            if len(self._cache) > 4000:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[f.path] = t
-        return t
+        self.max_canvas = max_canvas
+        self._file: tuple[str, SyntaxSpans | None] | None = None
+        self._left = 0  # examples still to draw from the current file
 
     def next(self) -> Example:
+        """An example; each file read (and parsed) gives ``per_file`` of them, so reading and parsing stay a
+        small share of the work."""
         while True:
-            f = self.rng.choices(self.files, weights=self.weights)[0]
-            text = self._text(f)
-            if not text:
-                continue
-            ex = make_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix)
+            if self._file is None or self._left <= 0:
+                f = self.rng.choices(self.files, weights=self.weights)[0]
+                text = corpus.read_text(f)
+                if not text:
+                    continue
+                if len(text) > WINDOW_CHARS:  # a window of a long file, from a line start (parsing stays cheap)
+                    a = self.rng.randrange(len(text) - WINDOW_CHARS)
+                    a = text.rfind("\n", 0, a) + 1
+                    text = text[a : a + WINDOW_CHARS]
+                self._file = (text, syntax_spans(text))
+                self._left = self.per_file
+            self._left -= 1
+            text, spans = self._file
+            ex = make_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix,
+                              spans=spans)
             if ex is not None:
                 return ex
 
     def batch(self, n: int) -> Batch:
-        return collate([self.next() for _ in range(n)], self.tok, self.rng)
+        exs = [self.next() for _ in range(n)]
+        if self.cfg.objective == "ar":
+            return collate_ar(exs, self.tok)
+        return collate(exs, self.tok, self.rng, max_canvas=self.max_canvas)
+
+
+class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """Endless training batches for a DataLoader; each worker has its own seeded stream."""
+
+    def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
+                 max_canvas: int) -> None:
+        self.files, self.tok, self.cfg, self.seed, self.max_canvas = files, tok, cfg, seed, max_canvas
+
+    def __iter__(self) -> Iterator[Batch]:
+        info = torch.utils.data.get_worker_info()
+        wid = info.id if info is not None else 0
+        torch.manual_seed(self.seed * 7919 + wid)  # collate draws its masks from torch's global generator
+        torch.set_num_threads(1)
+        stream = ExampleStream(self.files, self.tok, self.cfg, self.seed * 7919 + wid, self.max_canvas)
+        while True:
+            yield stream.batch(self.cfg.batch_size)
 
 
 def losses(model: DiffusionLM, b: Batch, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,12 +162,13 @@ def evaluate(model: DiffusionLM, batches: list[Batch], device: str) -> dict[str,
     was_training = model.training
     model.eval()
     d_tot = a_tot = ce_real = ce_shuf = 0.0
+    causal_only = model.cfg.objective == "ar"  # whole rows are one causal sequence: no context to swap
     for b in batches:
         d, a = losses(model, b, device)
         d_tot += float(d)
         a_tot += float(a)
         ce_real += _masked_ce(model, b, device)
-        ce_shuf += _masked_ce(model, _shuffle_context(b), device)
+        ce_shuf += float("nan") if causal_only else _masked_ce(model, _shuffle_context(b), device)
     model.train(was_training)
     n = len(batches)
     return {
@@ -163,6 +207,10 @@ def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
 
 def _tokenizer(cfg: TrainConfig, files: list[corpus.CorpusFile], out: Path) -> Tokenizer:
     path = out / "tokenizer.json"
+    if cfg.tokenizer:
+        tok = Tokenizer.from_file(cfg.tokenizer)
+        tok.save(path)
+        return tok
     if path.is_file():
         return Tokenizer.from_file(path)
     rng = random.Random(cfg.seed)
@@ -197,7 +245,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if not files:
         raise SystemExit(f"no .py files under {', '.join(map(str, roots))}")
     tok = _tokenizer(cfg, files, out)
-    mcfg = PRESETS[cfg.preset]
+    mcfg = replace(PRESETS[cfg.preset], objective=cfg.objective)
+    if cfg.device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     if mcfg.vocab_size < tok.vocab_size:
         raise SystemExit(f"preset {cfg.preset} has vocab {mcfg.vocab_size} < tokenizer {tok.vocab_size}")
     torch.manual_seed(cfg.seed)
@@ -220,9 +271,21 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         print(f"resumed at step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min", file=sys.stderr)
     train_files = [f for f in files if f.split == "train"]
     val_files = [f for f in files if f.split == "val"]
-    stream = ExampleStream(train_files, tok, cfg, seed=cfg.seed * 1000 + step)
-    val_stream = ExampleStream(val_files, tok, cfg, seed=12345)
-    val_batches = [val_stream.batch(cfg.batch_size) for _ in range(4)]
+    max_canvas = min(128, mcfg.max_canvas)
+    val_stream = ExampleStream(val_files, tok, cfg, seed=12345, max_canvas=max_canvas)
+    val_state = torch.random.get_rng_state()
+    torch.manual_seed(12345)  # the validation batches' masks are the same in every run
+    val_batches = [val_stream.batch(min(cfg.batch_size, 32)) for _ in range(8)]
+    torch.random.set_rng_state(val_state)
+    batches: Iterator[Batch]
+    if cfg.workers > 0:
+        loader = torch.utils.data.DataLoader(
+            _Batches(train_files, tok, cfg, cfg.seed * 1000 + step, max_canvas), batch_size=None,
+            num_workers=cfg.workers, prefetch_factor=4, persistent_workers=True)
+        batches = iter(loader)
+    else:
+        stream = ExampleStream(train_files, tok, cfg, seed=cfg.seed * 1000 + step, max_canvas=max_canvas)
+        batches = iter(lambda: stream.batch(cfg.batch_size), None)
     budget_s = cfg.minutes * 60 if cfg.minutes > 0 else float("inf")
     sched_s = (cfg.schedule_minutes or cfg.minutes) * 60
     start_step = step
@@ -258,7 +321,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         lr = lr_at(cfg, step, progress)
         for g in opt.param_groups:
             g["lr"] = lr
-        b = stream.batch(cfg.batch_size)
+        b = next(batches)
         with torch.autocast("cpu" if cfg.device == "cpu" else "cuda", dtype=torch.bfloat16,
                             enabled=cfg.autocast_bf16):
             diff, ar = losses(model, b, cfg.device)
@@ -272,9 +335,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         el = elapsed_prev + time.time() - t0
         if step % 10 == 0:
             tps = (tokens_seen) / max(el, 1e-9)
-            print(f"\rstep {step} loss {float(diff):.3f} ar {float(ar):.3f} gn {float(gn):.2f} lr {lr:.2e} "
+            print(f"\rstep {step} loss {float(diff.detach()):.3f} ar {float(ar.detach()):.3f} gn {float(gn):.2f} lr {lr:.2e} "
                   f"{tps:,.0f} tok/s {el / 60:.1f} min", end="", file=sys.stderr, flush=True)
-            _log(out, {"step": step, "diff": float(diff), "ar": float(ar), "lr": lr, "tokens": tokens_seen,
+            _log(out, {"step": step, "diff": float(diff.detach()), "ar": float(ar.detach()), "lr": lr, "tokens": tokens_seen,
                        "minutes": el / 60})
         if time.time() - last_eval >= cfg.eval_every_min * 60:
             ev = evaluate(model, val_batches, cfg.device)

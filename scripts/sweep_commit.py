@@ -1,0 +1,114 @@
+"""The commit policy's speed-quality curve, measured on held-out code (never on the benchmarks).
+
+    python scripts/sweep_commit.py [--model DIR] [--n 200] [--json OUT]
+
+Holes: single lines (with their newline, as HumanEval single-line cuts them) from the corpus's validation split
+(``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
+fixed seed. For each commit policy (score x threshold) it fills every hole and reports exact match (the line
+exactly), line-prefix accuracy (how much of the true line the fill gets right from the start, in characters),
+forward passes per generated token and milliseconds per fill. The default policy is chosen from this table
+(README, "Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from typing import Any
+
+POLICIES: list[tuple[str, float]] = [
+    ("confidence", 1.01),  # one slot per pass: the most confident (no parallelism)
+    ("confidence", 0.95),
+    ("confidence", 0.9),
+    ("confidence", 0.8),
+    ("confidence", 0.7),
+    ("confidence", 0.5),
+    ("margin", 0.9),
+    ("margin", 0.7),
+    ("entropy", 0.9),
+    ("entropy", 0.7),
+]
+
+
+def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000) -> list[tuple[str, str, str]]:
+    """n (prefix, suffix, line) cuts: a non-blank line of a validation file, with its newline."""
+    from edit_engine.train import corpus
+
+    files = [f for f in corpus.list_files() if f.split == "val"]
+    rng = random.Random(seed)
+    out: list[tuple[str, str, str]] = []
+    while len(out) < n:
+        text = corpus.read_text(rng.choice(files))
+        if not text:
+            continue
+        lines = text.splitlines(keepends=True)
+        cands = [i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")
+                 and 8 <= len(ln.strip()) <= 80 and i > 3]
+        if not cands:
+            continue
+        i = rng.choice(cands)
+        pre = "".join(lines[:i])[-max_prefix_chars:]
+        out.append((pre, "".join(lines[i + 1 :])[:2000], lines[i]))
+    return out
+
+
+def prefix_match(a: str, b: str) -> float:
+    k = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        k += 1
+    return k / max(1, len(b))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", help="checkpoint directory (default: the packaged model)")
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
+    ap.add_argument("--json", help="write the rows here")
+    a = ap.parse_args(argv)
+    from edit_engine import Engine
+
+    eng = Engine.load(a.model, threads=a.threads)
+    cases = holes(a.n)
+    eng.infill(cases[0][0], cases[0][1])  # warm-up
+    rows: list[dict[str, Any]] = []
+    print(f"{'score':<11}{'threshold':>10}{'exact':>8}{'prefix acc':>12}{'nfe/token':>11}{'ms/fill':>9}"
+          f"{'empty':>7}", flush=True)
+    for score, thr in POLICIES:
+        exact = acc = 0.0
+        nfe = toks = 0
+        empty = 0
+        ms: list[float] = []
+        for pre, suf, line in cases:
+            t = time.perf_counter()
+            r = eng.infill(pre, suf, max_tokens=64, score=score, threshold=thr)
+            ms.append((time.perf_counter() - t) * 1000)
+            fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
+            exact += fill == line
+            acc += prefix_match(fill, line)
+            nfe += r.nfe
+            toks += r.tokens
+            empty += not r.text.strip()
+        n = len(cases)
+        row = {"score": score, "threshold": thr, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
+               "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n}
+        rows.append(row)
+        print(f"{score:<11}{thr:>10.2f}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
+              f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}", flush=True)
+    res = {"model": str(eng.path), "n": len(cases), "rows": rows, "command": " ".join(sys.argv)}
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=2)
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
