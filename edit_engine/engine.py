@@ -6,7 +6,9 @@ document and a cursor or selection, let the planner choose the span, and return 
 Streams yield a ``Pass`` after every denoising pass: the whole span as it stands (committed tokens; slots still
 masked are left out), so a front end can show it and replace it with the next one. The last pass has
 ``final=True`` and equals the result. Closing a stream (or ``should_stop()`` returning True) stops the work
-before the next forward pass.
+before the next forward pass. ``plan_document`` plans a document request without running it and
+``finish_document`` runs its check and repair rounds after a first round run elsewhere: the server batches that
+round across clients (``edit_engine/serve``).
 
 Per-document context cache (issue #6): the encoded context of each document (keyed by ``uri``, or by its
 first prefix tokens when there is none) is kept between requests, least recently used first out under a byte
@@ -96,6 +98,76 @@ class Completion(InfillResult):
             "stop_reason": self.stop_reason, "tokens": self.tokens,
             "timings": {k: round(v, 2) for k, v in self.timings.items()},
         }
+
+
+@dataclass(frozen=True)
+class DocumentPlan:
+    """A document request planned but not run (``Engine.plan_document``): the span, the text either side, the
+    sampler settings, how to finish each pass's text and how to check the result.
+
+    ``Engine.stream_complete`` runs the whole request. A server may run the first denoising round itself,
+    batched with other requests: the hole between ``prefix`` and ``suffix`` under ``cfg`` (an empty canvas of
+    ``cfg.initial_canvas`` slots growing to ``cfg.max_tokens``), each pass's decoded canvas shown through
+    ``finish``; then, when ``checks``, hand the last canvas to ``Engine.finish_document`` for the parse check
+    and the repair rounds. Rewrite mode (``rewrite``) starts from a scored canvas and runs only in the engine.
+    """
+
+    text: str  # the document
+    doc: syntax.Document  # its syntax tree
+    plan: planner.Plan
+    prefix: str  # text[: plan.start]
+    suffix: str  # text[plan.end :]
+    cfg: SamplerConfig  # max_tokens and initial_canvas from the plan, clamped to the model
+    mode: str  # insert | rewrite
+    do_repair: bool  # check the fill and run repair rounds when it breaks the parse
+    uri: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # ms: parse, plan
+
+    @property
+    def start(self) -> int:
+        return self.plan.start
+
+    @property
+    def end(self) -> int:
+        return self.plan.end
+
+    @property
+    def rewrite(self) -> bool:
+        """Rewrite mode over a selection: the first round starts from the selection's tokens, the least likely
+        re-masked after a scoring pass, not from an empty canvas."""
+        return self.mode == "rewrite" and self.plan.kind == "selection"
+
+    @property
+    def checks(self) -> bool:
+        """The fill is parsed with the document and repaired if it breaks it (the span is code and a grammar
+        is installed)."""
+        return self.plan.check and self.do_repair
+
+    def finish(self, raw: str) -> str:
+        """The text to show for the model's decoded fill ``raw`` (cuts, brackets, indentation: ``postprocess``)."""
+        near = self.prefix[-2000:]
+        g = self.doc.grammar
+        model_unit = postprocess.detect_indent(near + raw, self.plan.unit or g.indent)
+        return postprocess.finish(raw, self.plan, self.suffix, g, model_unit, near)
+
+    def check(self, fill: str) -> repair.Check | None:
+        """What replacing the span by ``fill`` breaks in the parse; None when the plan asks for no check."""
+        return repair.check(self.doc, self.plan.start, self.plan.end, fill) if self.checks else None
+
+
+@dataclass
+class _Rounds:
+    """A document request's counters across its denoising rounds (the first, then repairs)."""
+
+    index: int = 0  # the next pass's index
+    nfe: int = 0  # forward passes so far
+    rounds: int = 0  # repair rounds started
+    stop_reason: str = "complete"
+    best: tuple[str, int] | None = None  # the fill with the fewest new parse errors, and their count
+
+    def final(self, pl: planner.Plan) -> Pass:
+        assert self.best is not None
+        return Pass(self.index, self.best[0], 0, True, self.nfe, pl.start, pl.end, self.stop_reason)
 
 
 @dataclass(frozen=True)
@@ -416,6 +488,62 @@ class Engine:
         return Completion(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason, self._count(p.text), t,
                           pl.start, pl.end, pl.kind)
 
+    def plan_document(self, text: str, offset: int, language: str = "python",
+                      selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
+                      repair: bool = True, uri: str | None = None, **overrides: Any) -> DocumentPlan:
+        """Plan a document request without running it: parse, choose the span, set the sampler (the arguments
+        of ``stream_complete``). Raises ValueError (bad mode, document too large, max_tokens < 1).
+
+        ``stream_complete`` runs such a plan; a server may instead run its first denoising round itself (the
+        hole between ``prefix`` and ``suffix`` under ``cfg``, each pass's text through ``finish``) and hand the
+        last canvas to ``finish_document`` (see ``DocumentPlan``).
+        """
+        if mode not in ("insert", "rewrite"):
+            raise ValueError(f"mode={mode!r}; expected 'insert' or 'rewrite'")
+        t0 = time.perf_counter()
+        doc = self._document(text, language, uri)
+        t1 = time.perf_counter()
+        pl, plan_ms = self._plan(text, offset, selection, max_tokens, language, doc)
+        cfg = self._config(pl.max_tokens, overrides)
+        cfg = cfg.with_(initial_canvas=max(1, min(pl.initial_canvas, cfg.max_tokens)))
+        return DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, repair, uri,
+                            {"parse": (t1 - t0) * 1e3, "plan": plan_ms})
+
+    def finish_document(self, dp: DocumentPlan, tokens: torch.Tensor, index: int, nfe: int, stop_reason: str,
+                        seed: int = 0, should_stop: Callable[[], bool] | None = None,
+                        context: Callable[[], ContextCache] | None = None) -> Iterator[Pass]:
+        """The rest of an insert-mode document request whose first denoising round ran elsewhere (the server's
+        batched scheduler), as ``stream_complete`` would run it: check the fill and, when it broke the parse,
+        run the repair rounds.
+
+        ``tokens`` (C,): that round's last canvas, whose pass ``index`` has not been shown yet; ``nfe``: forward
+        passes so far; ``stop_reason``: that round's. ``context`` makes the request's encoded context (room for
+        ``dp.cfg.max_tokens`` canvas slots; the caller's, e.g. the batch's) when a repair round needs it;
+        without it the context is encoded here, through the per-document cache. Yields the passes from
+        ``index`` on; the last is final.
+        """
+        if dp.rewrite or self.is_ar:
+            raise ValueError("finish_document continues an insert-mode diffusion request only")
+        pl = dp.plan
+        fill = dp.finish(self.tokenizer.decode(tokens.tolist()))
+        st = _Rounds(index=index, nfe=nfe)
+        timings: dict[str, float] = {"parse": 0.0, "repair": 0.0}
+        found = self._judge(dp, st, fill, stop_reason, should_stop, timings)
+        if found is None:
+            yield st.final(pl)
+            return
+        yield Pass(st.index, fill, 0, False, st.nfe, pl.start, pl.end)
+        st.index += 1
+        with contextlib.ExitStack() as stack:
+            if context is not None:
+                cache = context()
+            else:
+                p_ids, s_ids = self._context(dp.prefix, dp.suffix)
+                key = self._doc_key(dp.uri, p_ids, s_ids)
+                cache = stack.enter_context(self._encoded(key, p_ids, s_ids, dp.cfg.max_tokens))
+            init = self._remask(dp, cache, tokens, fill, found, st)
+            yield from self._rounds(dp, cache, init, st, seed, should_stop, timings)
+
     @property
     def syntax_cache(self) -> syntax.SyntaxCache:
         """Syntax trees of the documents seen with a ``uri`` (front ends may also ``edit``/``close`` them)."""
@@ -449,32 +577,21 @@ class Engine:
                          overrides: dict[str, Any], mode: str, do_repair: bool, uri: str | None,
                          ) -> Iterator[tuple[Pass, tuple[planner.Plan, dict[str, float]]]]:
         """Plan, denoise, post-process, check and repair; yields every pass with (plan, timings so far)."""
-        if mode not in ("insert", "rewrite"):
-            raise ValueError(f"mode={mode!r}; expected 'insert' or 'rewrite'")
         t0 = time.perf_counter()
-        doc = self._document(text, language, uri)
-        t1 = time.perf_counter()
-        pl, plan_ms = self._plan(text, offset, selection, max_tokens, language, doc)
-        timings: dict[str, float] = {"parse": (t1 - t0) * 1e3, "plan": plan_ms, "repair": 0.0}
-        prefix, suffix = text[: pl.start], text[pl.end :]
-        cfg = self._config(pl.max_tokens, overrides)
-        cfg = cfg.with_(initial_canvas=max(1, min(pl.initial_canvas, cfg.max_tokens)))
-        tok, g = self.tokenizer, doc.grammar
-        t2 = time.perf_counter()
-        p_ids, s_ids = self._context(prefix, suffix)
-        t3 = time.perf_counter()
-        doc_key = self._doc_key(uri, p_ids, s_ids)
-        near = prefix[-2000:]
-
-        def finish(canvas: torch.Tensor) -> tuple[str, str]:
-            raw = tok.decode(canvas.tolist())
-            model_unit = postprocess.detect_indent(near + raw, pl.unit or g.indent)
-            return raw, postprocess.finish(raw, pl, suffix, g, model_unit, near)
-
-        def stamp() -> dict[str, float]:
+        dp = self.plan_document(text, offset, language, selection, max_tokens, mode, do_repair, uri, **overrides)
+        timings = {**dp.timings, "repair": 0.0}
+        for p in self._document_passes(dp, seed, should_stop, timings):
             timings["total"] = (time.perf_counter() - t0) * 1e3
-            return dict(timings)
+            yield p, (dp.plan, dict(timings))
 
+    def _document_passes(self, dp: DocumentPlan, seed: int, should_stop: Callable[[], bool] | None,
+                         timings: dict[str, float]) -> Iterator[Pass]:
+        """Run a planned document request; adds to ``timings`` (ms) as it goes."""
+        tok, pl, cfg = self.tokenizer, dp.plan, dp.cfg
+        t2 = time.perf_counter()
+        p_ids, s_ids = self._context(dp.prefix, dp.suffix)
+        t3 = time.perf_counter()
+        doc_key = self._doc_key(dp.uri, p_ids, s_ids)
         if self.is_ar:  # one pass per token; no rewrite scoring and no repair rounds (they re-mask a canvas)
             with self._kv(doc_key, ar.psm_prompt(tok, p_ids, s_ids)) as kv:
                 timings.update(tokenize=(t3 - t2) * 1e3, context=0.0)
@@ -484,73 +601,96 @@ class Engine:
                 for step in ar.ar_generate(self.model, tok, p_ids, s_ids, cfg.max_tokens, should_stop,
                                         min_tokens=cfg.min_tokens, kv=kv):
                     if prev is not None:
-                        yield (Pass(prev.index, fill, prev.masked, False, prev.nfe, pl.start, pl.end),
-                               (pl, stamp()))
+                        yield Pass(prev.index, fill, prev.masked, False, prev.nfe, pl.start, pl.end)
                     prev = step
-                    _, fill = finish(step.tokens)
+                    fill = dp.finish(self._text(step))
                 if prev is None or not prev.final:  # cancelled
                     return
                 timings["denoise"] = (time.perf_counter() - t4) * 1e3
-                yield (Pass(prev.index, fill, 0, True, prev.nfe, pl.start, pl.end, prev.stop_reason),
-                       (pl, stamp()))
+                yield Pass(prev.index, fill, 0, True, prev.nfe, pl.start, pl.end, prev.stop_reason)
             return
         with self._encoded(doc_key, p_ids, s_ids, cfg.max_tokens) as cache:
             t4 = time.perf_counter()
             timings.update(tokenize=(t3 - t2) * 1e3, context=(t4 - t3) * 1e3)
-            init, nfe = None, 0
-            if mode == "rewrite" and pl.kind == "selection":
-                ids = tok.encode(text[pl.start : pl.end])
-                if 0 < len(ids) < cfg.max_tokens:
-                    extra = min(cfg.max_tokens - len(ids), max(2, len(ids) // 8))  # room to grow or end early
-                    canvas = torch.tensor(ids + [tok.mask_id] * extra, device=self.model.device)
-                    conf = self._scores(torch.tensor(ids, device=self.model.device), cache)
-                    nfe += 1
-                    redo = repair.least_likely(conf, torch.ones_like(conf, dtype=torch.bool), REWRITE_SHARE)
-                    canvas[: len(ids)][redo] = tok.mask_id
-                    init = canvas
-            index, rounds, best = 0, 0, None
-            stop_reason = "complete"
+            st = _Rounds()
+            init = self._rewrite_canvas(dp, cache, st) if dp.rewrite else None
+            yield from self._rounds(dp, cache, init, st, seed, should_stop, timings)
+
+    def _rewrite_canvas(self, dp: DocumentPlan, cache: ContextCache, st: _Rounds) -> torch.Tensor | None:
+        """Rewrite mode's first canvas: the selection's tokens, the least likely of them masked (one scoring
+        pass), and a few masked slots to grow or end early. None (start from an empty canvas) when the
+        selection is empty or does not fit."""
+        tok, cfg = self.tokenizer, dp.cfg
+        ids = tok.encode(dp.text[dp.start : dp.end])
+        if not 0 < len(ids) < cfg.max_tokens:
+            return None
+        extra = min(cfg.max_tokens - len(ids), max(2, len(ids) // 8))  # room to grow or end early
+        canvas = torch.tensor(ids + [tok.mask_id] * extra, device=self.model.device)
+        conf = self._scores(torch.tensor(ids, device=self.model.device), cache)
+        st.nfe += 1
+        redo = repair.least_likely(conf, torch.ones_like(conf, dtype=torch.bool), REWRITE_SHARE)
+        canvas[: len(ids)][redo] = tok.mask_id
+        return canvas
+
+    def _rounds(self, dp: DocumentPlan, cache: ContextCache, init: torch.Tensor | None, st: _Rounds, seed: int,
+                should_stop: Callable[[], bool] | None, timings: dict[str, float]) -> Iterator[Pass]:
+        """Denoising rounds from ``init`` (None: an empty canvas) until the fill checks out or the repair rounds
+        run out; then the final pass (the best fill). Returns without one when cancelled."""
+        tok, pl = self.tokenizer, dp.plan
+        t_round = time.perf_counter()
+        while True:
+            last: Step | None = None
+            fill = ""
+            for step in denoise(self.model, cache, dp.cfg, tok.pad_id, tok.mask_id, seed, should_stop, init):
+                if last is not None:  # hold each pass back one step: only the very last one is final
+                    yield Pass(st.index, fill, last.masked, False, st.nfe + last.nfe, pl.start, pl.end)
+                    st.index += 1
+                last = step
+                fill = dp.finish(self._text(step))
+            if last is None or not last.final:  # cancelled
+                return
+            st.nfe += last.nfe
+            key = "denoise" if st.rounds == 0 else "repair"
+            timings[key] = timings.get(key, 0.0) + (time.perf_counter() - t_round) * 1e3
+            found = self._judge(dp, st, fill, last.stop_reason, should_stop, timings)
+            if found is None:
+                break
+            yield Pass(st.index, fill, 0, False, st.nfe, pl.start, pl.end)
+            st.index += 1
             t_round = time.perf_counter()
-            while True:
-                last: Step | None = None
-                fill = ""
-                for step in denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop, init):
-                    if last is not None:  # hold each pass back one step: only the very last one is final
-                        yield (Pass(index, fill, last.masked, False, nfe + last.nfe, pl.start, pl.end),
-                               (pl, stamp()))
-                        index += 1
-                    last = step
-                    _, fill = finish(step.tokens)
-                if last is None or not last.final:  # cancelled
-                    return
-                nfe += last.nfe
-                stop_reason = last.stop_reason or stop_reason
-                key = "denoise" if rounds == 0 else "repair"
-                timings[key] = timings.get(key, 0.0) + (time.perf_counter() - t_round) * 1e3
-                tp = time.perf_counter()
-                found = repair.check(doc, pl.start, pl.end, fill) if pl.check and do_repair else None
-                timings["parse"] += (time.perf_counter() - tp) * 1e3
-                if best is None or found is not None and found.errors < best[1]:
-                    best = (fill, found.errors if found is not None else 0)
-                if found is None or found.errors == 0 or rounds >= repair.MAX_ROUNDS \
-                        or (should_stop is not None and should_stop()):
-                    break
-                yield Pass(index, fill, 0, False, nfe, pl.start, pl.end), (pl, stamp())
-                index += 1
-                t_round = time.perf_counter()
-                canvas = last.tokens
-                real = (canvas != tok.pad_id) & (canvas != tok.mask_id)
-                conf = self._scores(canvas, cache)
-                nfe += 1
-                pieces = [tok.decode([int(t)]) if bool(r) else ""
-                          for t, r in zip(canvas.tolist(), real.tolist(), strict=True)]
-                raw, _ = finish(canvas)
-                spans = (repair.slot_spans(pieces) if "".join(pieces) == raw
-                         else _prefix_spans(tok, canvas, real))
-                init = repair.remask(canvas, conf, spans, repair.to_raw(found.ranges, raw, fill),
-                                     found.elsewhere, real, tok.mask_id)
-                rounds += 1
-            yield Pass(index, best[0], 0, True, nfe, pl.start, pl.end, stop_reason), (pl, stamp())
+            init = self._remask(dp, cache, last.tokens, fill, found, st)
+        yield st.final(pl)
+
+    def _judge(self, dp: DocumentPlan, st: _Rounds, fill: str, stop_reason: str,
+               should_stop: Callable[[], bool] | None, timings: dict[str, float]) -> repair.Check | None:
+        """After a round: check its fill and keep the best one so far. Returns the check when another (repair)
+        round should run, else None."""
+        st.stop_reason = stop_reason or st.stop_reason
+        tp = time.perf_counter()
+        found = dp.check(fill)
+        timings["parse"] = timings.get("parse", 0.0) + (time.perf_counter() - tp) * 1e3
+        if st.best is None or found is not None and found.errors < st.best[1]:
+            st.best = (fill, found.errors if found is not None else 0)
+        if found is None or found.errors == 0 or st.rounds >= repair.MAX_ROUNDS \
+                or (should_stop is not None and should_stop()):
+            return None
+        return found
+
+    def _remask(self, dp: DocumentPlan, cache: ContextCache, canvas: torch.Tensor, fill: str,
+                found: repair.Check, st: _Rounds) -> torch.Tensor:
+        """The next repair round's canvas: one scoring pass, then the slots behind what broke re-masked."""
+        tok = self.tokenizer
+        real = (canvas != tok.pad_id) & (canvas != tok.mask_id)
+        conf = self._scores(canvas, cache)
+        st.nfe += 1
+        pieces = [tok.decode([int(t)]) if bool(r) else ""
+                  for t, r in zip(canvas.tolist(), real.tolist(), strict=True)]
+        raw = tok.decode(canvas.tolist())
+        spans = (repair.slot_spans(pieces) if "".join(pieces) == raw
+                 else _prefix_spans(tok, canvas, real))
+        st.rounds += 1
+        return repair.remask(canvas, conf, spans, repair.to_raw(found.ranges, raw, fill), found.elsewhere, real,
+                             tok.mask_id)
 
 
 REWRITE_SHARE = 0.25  # rewrite mode re-masks this share of the selection's tokens (the least likely)

@@ -1,14 +1,18 @@
 """Load test of the websocket endpoint: N concurrent JSON-RPC clients for a bounded time and request count.
 
-Checks, per request: exactly one answer; a result's last streamed pass is final and equals the result; errors
-are only deliberate ones (-32800 after our own $/cancelRequest, -32001 overload answers). Samples the resident
-memory of the server process every second and compares the end with the level once every client has had its
-first answer (warm-up).
+Each client sends one request at a time, a mix of document requests ({text, offset}: planned by the engine,
+batched, checked and repaired) and {prefix, suffix} ones (--document-fraction). Checks, per request: exactly one
+answer; a result's last streamed pass is final and equals the result; errors are only deliberate ones (-32800
+after our own $/cancelRequest, -32001 overload answers). Samples the resident memory of the server process every
+second and compares the end with the level once every client has had its first answer (warm-up). At the end it
+reads the server's /metrics: forward passes, and how many requests each shared (the batch-size histogram).
 
-Loopback only. By default it starts the server in this process (uvicorn in a thread) on an ephemeral port, so
-the memory figure covers server and clients; with --url it drives a running server and --pid names its process.
+Loopback only, bounded in time (--duration, then the requests in flight finish) and count (--max-requests). By
+default it starts the server in this process (uvicorn in a thread) on an ephemeral port, so the memory figure
+covers server and clients; with --url it drives a running server and --pid names its process.
 
     nice -n 19 python scripts/load_ws.py --model runs/small/checkpoint --clients 32 --duration 10
+    nice -n 19 python scripts/load_ws.py --tiny --clients 32 --duration 60     # random tiny model
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import random
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -58,6 +63,8 @@ class Stats:
     def __init__(self) -> None:
         self.sent = self.ok = self.cancelled = self.overloaded = self.errors = self.lost = 0
         self.latencies: list[float] = []
+        self.by_kind: dict[str, list[float]] = {"document": [], "prefix_suffix": []}  # latencies of ok answers
+        self.sent_by_kind: dict[str, int] = {"document": 0, "prefix_suffix": 0}
         self.problems: list[str] = []
 
 
@@ -72,13 +79,16 @@ async def client(cid: int, url: str, headers: dict[str, str], deadline: float, b
             prefix, suffix = rng.choice(work)
             cancel = rng.random() < a.cancel_fraction
             params: dict[str, Any] = {"maxTokens": a.max_tokens, "uri": f"file:///load/{cid}.py"}
-            if rng.random() < a.document_fraction:  # the engine's document path (plan, repair), unbatched
+            if rng.random() < a.document_fraction:  # planned by the engine, batched, then checked and repaired
+                kind = "document"
                 params.update(text=prefix + suffix, offset=len(prefix), languageId="python")
             else:
+                kind = "prefix_suffix"
                 params.update(prefix=prefix, suffix=suffix)
             t0 = time.perf_counter()
             await ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": rpc.INFILL, "params": params}))
             st.sent += 1
+            st.sent_by_kind[kind] += 1
             last_pass: dict[str, Any] | None = None
             answer = None
             try:
@@ -107,6 +117,7 @@ async def client(cid: int, url: str, headers: dict[str, str], deadline: float, b
                 else:
                     st.ok += 1
                     st.latencies.append(time.perf_counter() - t0)
+                    st.by_kind[kind].append(time.perf_counter() - t0)
             elif answer["error"]["code"] == rpc.REQUEST_CANCELLED and cancel:
                 st.cancelled += 1
             elif answer["error"]["code"] == rpc.SERVER_OVERLOADED:
@@ -141,19 +152,65 @@ async def drive(url: str, a: argparse.Namespace, pid: int) -> dict[str, Any]:
     samples.append((wall, rss_mib(pid)))
     start = warm_at[0] if warm_at else wall
     warm = [r for t, r in samples if t >= start] or [samples[-1][1]]
-    lat = sorted(st.latencies)
 
-    def q(p: float) -> float:
+    def q(xs: list[float], p: float) -> float:
+        lat = sorted(xs)
         return round(lat[min(len(lat) - 1, int(p * (len(lat) - 1)))] * 1e3, 1) if lat else float("nan")
 
+    answered = st.ok + st.cancelled + st.overloaded + st.errors
     return {
-        "clients": a.clients, "duration_s": round(wall, 1), "sent": st.sent, "ok": st.ok,
+        "clients": a.clients, "duration_s": round(wall, 1), "sent": st.sent, "answered": answered, "ok": st.ok,
         "cancelled_deliberately": st.cancelled, "overloaded": st.overloaded, "errors": st.errors,
-        "lost": st.lost + (st.sent - st.ok - st.cancelled - st.overloaded - st.errors - st.lost),
-        "req_per_s": round(st.ok / wall, 2), "p50_ms": q(0.5), "p95_ms": q(0.95),
+        "lost": st.lost + (st.sent - answered - st.lost),
+        "sent_by_kind": st.sent_by_kind, "ok_by_kind": {k: len(v) for k, v in st.by_kind.items()},
+        "req_per_s": round(st.ok / wall, 2), "p50_ms": q(st.latencies, 0.5), "p95_ms": q(st.latencies, 0.95),
+        "p50_p95_ms_by_kind": {k: [q(v, 0.5), q(v, 0.95)] for k, v in st.by_kind.items()},
         "warmup_s": round(start, 1), "rss_mib_after_warmup": round(warm[0], 1), "rss_mib_end": round(samples[-1][1], 1),
-        "rss_mib_max_after_warmup": round(max(warm), 1), "problems": st.problems[:20],
+        "rss_mib_max_after_warmup": round(max(warm), 1), "server": server_metrics(url, headers),
+        "rss_samples": [(round(t, 1), round(r, 1)) for t, r in samples], "problems": st.problems[:20],
     }
+
+
+def server_metrics(ws_url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """From the server's /metrics: forward passes, passes delivered, and the batch-size histogram."""
+    u = urlparse(ws_url)
+    req = urllib.request.Request(f"http://{u.netloc}/metrics", headers=headers)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    n = values.get("edit_engine_batch_size_count", 0.0)
+    return {
+        "forward_passes": int(values.get("edit_engine_forward_passes_total", 0)),
+        "passes_delivered": int(values.get("edit_engine_passes_total", 0)),
+        "mean_batch": round(values.get("edit_engine_batch_size_sum", 0.0) / n, 2) if n else 0.0,
+        "shared_forward_passes": int(n - values.get('edit_engine_batch_size_bucket{le="1"}', 0.0)),
+        "retired": {k.split('"')[1]: int(v) for k, v in values.items()
+                    if k.startswith("edit_engine_jobs_retired_total{")},
+    }
+
+
+def tiny_engine() -> Any:
+    """A random-weight model of the ``tiny`` preset with a tokenizer trained on three stdlib modules (what the
+    tests use): every fill runs to max_tokens, one token per pass, so per-pass overhead dominates."""
+    import inspect
+    import json as json_mod
+    import random as random_mod
+    import textwrap
+
+    import torch
+
+    from edit_engine.engine import Engine
+    from edit_engine.model import PRESETS, DiffusionLM
+    from edit_engine.tokenizer import Tokenizer
+
+    tok = Tokenizer.train([inspect.getsource(m) for m in (random_mod, json_mod.decoder, textwrap)],
+                          vocab_size=PRESETS["tiny"].vocab_size)
+    torch.manual_seed(0)
+    return Engine(DiffusionLM(PRESETS["tiny"]).eval(), tok)
 
 
 def main() -> int:
@@ -161,6 +218,7 @@ def main() -> int:
     ap.add_argument("--url", help="ws://127.0.0.1:PORT/v1/stream of a running server (default: start one here)")
     ap.add_argument("--pid", type=int, help="process id of the server given by --url (for the memory figure)")
     ap.add_argument("--model", help="checkpoint directory for the in-process server (default: packaged)")
+    ap.add_argument("--tiny", action="store_true", help="in-process server on a random tiny model (no checkpoint)")
     ap.add_argument("--api-key")
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of load")
@@ -168,7 +226,7 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=24)
     ap.add_argument("--cancel-fraction", type=float, default=0.1, help="requests cancelled after their first pass")
     ap.add_argument("--document-fraction", type=float, default=0.25,
-                    help="requests sent as {text, offset} (engine document path) instead of {prefix, suffix}")
+                    help="requests sent as {text, offset} (document requests) instead of {prefix, suffix}")
     ap.add_argument("--request-timeout", type=float, default=120.0)
     ap.add_argument("--max-batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
@@ -189,12 +247,13 @@ def main() -> int:
 
         torch.set_num_threads(a.threads)
         settings = Settings(port=0, api_key=a.api_key, max_batch=a.max_batch, log_level="warning")
-        engine = Engine.load(a.model)
+        engine = tiny_engine() if a.tiny else Engine.load(a.model)
         with BackgroundServer(create_app(settings, engine=engine), settings) as srv:
             out = asyncio.run(drive(srv.ws_url, a, os.getpid()))
+        out["engine_context_cache_mib"] = round(engine.contexts.nbytes / 2**20, 1)
     out["command"] = " ".join(sys.argv)
     Path(a.json).write_text(json.dumps(out, indent=2))
-    print(json.dumps({k: v for k, v in out.items() if k != "problems"}, indent=2))
+    print(json.dumps({k: v for k, v in out.items() if k not in ("problems", "rss_samples")}, indent=2))
     for p in out["problems"]:
         print("problem:", p, file=sys.stderr)
     return 0 if out["errors"] == 0 and out["lost"] == 0 and not out["problems"] else 1

@@ -6,7 +6,8 @@ Holes: single lines (with their newline, as HumanEval single-line cuts them) fro
 (``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
 fixed seed. For each commit policy (score x threshold) it fills every hole and reports exact match (the line
 exactly), line-prefix accuracy (how much of the true line the fill gets right from the start, in characters),
-forward passes per generated token and milliseconds per fill. The default policy is chosen from this table
+forward passes per generated token, milliseconds per fill and the share of empty fills; and, at the default
+policy, the length rule's ``pad_threshold``. The default policy is chosen from this table
 (README, "Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
 """
 
@@ -21,17 +22,21 @@ import sys
 import time
 from typing import Any
 
-POLICIES: list[tuple[str, float]] = [
-    ("confidence", 1.01),  # one slot per pass: the most confident (no parallelism)
-    ("confidence", 0.95),
-    ("confidence", 0.9),
-    ("confidence", 0.8),
-    ("confidence", 0.7),
-    ("confidence", 0.5),
-    ("margin", 0.9),
-    ("margin", 0.7),
-    ("entropy", 0.9),
-    ("entropy", 0.7),
+# (score, threshold, pad_threshold): the commit policy, and the length rule's threshold (sampler module doc).
+POLICIES: list[tuple[str, float, float]] = [
+    ("confidence", 1.01, 0.5),  # one slot per pass: the most confident (no parallelism)
+    ("confidence", 0.95, 0.5),
+    ("confidence", 0.9, 0.5),
+    ("confidence", 0.8, 0.5),
+    ("confidence", 0.7, 0.5),
+    ("confidence", 0.5, 0.5),
+    ("margin", 0.9, 0.5),
+    ("margin", 0.7, 0.5),
+    ("entropy", 0.9, 0.5),
+    ("entropy", 0.7, 0.5),
+    ("confidence", 0.9, 0.3),
+    ("confidence", 0.9, 0.2),
+    ("confidence", 0.9, 0.7),
 ]
 
 
@@ -79,16 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     cases = holes(a.n)
     eng.infill(cases[0][0], cases[0][1])  # warm-up
     rows: list[dict[str, Any]] = []
-    print(f"{'score':<11}{'threshold':>10}{'exact':>8}{'prefix acc':>12}{'nfe/token':>11}{'ms/fill':>9}"
+    print(f"{'score':<11}{'threshold':>10}{'pad thr':>8}{'exact':>8}{'prefix acc':>12}{'nfe/token':>11}{'ms/fill':>9}"
           f"{'empty':>7}", flush=True)
-    for score, thr in POLICIES:
+    for score, thr, pthr in POLICIES:
         exact = acc = 0.0
         nfe = toks = 0
         empty = 0
         ms: list[float] = []
         for pre, suf, line in cases:
             t = time.perf_counter()
-            r = eng.infill(pre, suf, max_tokens=64, score=score, threshold=thr)
+            r = eng.infill(pre, suf, max_tokens=64, score=score, threshold=thr, pad_threshold=pthr)
             ms.append((time.perf_counter() - t) * 1000)
             fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
             exact += fill == line
@@ -97,10 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             toks += r.tokens
             empty += not r.text.strip()
         n = len(cases)
-        row = {"score": score, "threshold": thr, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
+        row = {"score": score, "threshold": thr, "pad_threshold": pthr, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
                "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n}
         rows.append(row)
-        print(f"{score:<11}{thr:>10.2f}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
+        print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
               f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}", flush=True)
     res = {"model": str(eng.path), "n": len(cases), "rows": rows, "command": " ".join(sys.argv)}
     if a.json:

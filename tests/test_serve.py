@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import httpx
@@ -49,7 +49,8 @@ class Gate:
     def until_first_pass(self, server: BackgroundServer) -> None:
         """Let passes run until one has been delivered (the engine's document path holds a pass back one
         forward pass, so the count of forward passes before the first delivery depends on the path)."""
-        metrics = server.server.config.app.state.service.metrics
+        app: Any = server.server.config.app
+        metrics = app.state.service.metrics
         self.free = lambda: metrics.passes.value() < 1
 
 
@@ -478,3 +479,133 @@ def test_cli_serve_process_answers(tiny_checkpoint: Any) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=TIMEOUT)
+
+
+# ---------------------------------------------------------------------------------------------------- documents
+# Documents whose fills with the tiny model take the repair path (the first two, and the selection) or none
+# (comment, plain text); see tests/test_serve_batching.py.
+DOCS: list[dict[str, Any]] = [
+    {"text": "def f(x):\n    return \n", "offset": 20},
+    {"text": "x = [1, 2, \ny = 3\n", "position": {"line": 0, "character": 11}},
+    {"text": "# a note: \nx = 1\n", "offset": 10},
+    {"text": "some words \nmore\n", "offset": 11, "languageId": "plaintext"},
+    {"text": "a = 1\nb = 2\nc = 3\n", "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 5}}},
+]
+
+
+def _engine_passes(engine: Engine, params: dict[str, Any], max_tokens: int) -> list[Any]:
+    """What the engine alone streams for a document request (offsets from the params, UTF-16 = code points
+    for these ASCII documents)."""
+    text = params["text"]
+    starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+    if "offset" in params:
+        offset, selection = params["offset"], None
+    elif "position" in params:
+        offset, selection = starts[params["position"]["line"]] + params["position"]["character"], None
+    else:
+        r = params["range"]
+        selection = (starts[r["start"]["line"]] + r["start"]["character"], starts[r["end"]["line"]] + r["end"]["character"])
+        offset = selection[0]
+    return list(engine.stream_complete(text, offset, params.get("languageId", "python"), selection, max_tokens))
+
+
+def _lsp_range(text: str, start: int, end: int) -> dict[str, Any]:
+    from edit_engine import positions
+
+    return rpc.lsp_range(positions.offset_to_position(text, start, "utf-16"),
+                         positions.offset_to_position(text, end, "utf-16"))
+
+
+def test_concurrent_document_requests_are_batched_and_equal_the_engine(engine: Engine) -> None:
+    """Document requests from several clients share forward passes (the batch-size histogram shows passes
+    over more than one request), and each stream is the engine's own: every pass (text, range, masked, final)
+    and the response (text, range, passes, nfe, stopReason) equal ``Engine.stream_complete``'s.
+
+    A batched row computes its logits up to float summation order (tests/test_serve_batching.py); these fills
+    came out identical in every one of 25 random mixes of batch sizes and companions tried while writing this."""
+    gate = Gate()
+    with serving(engine, gate) as srv, ExitStack() as stack:
+        sockets = [stack.enter_context(connect(srv.ws_url, open_timeout=TIMEOUT)) for _ in DOCS]
+        for i, (ws, params) in enumerate(zip(sockets, DOCS, strict=True)):
+            ws.send(request(i, maxTokens=24, uri=f"file:///doc{i}.py", version=i, **params))
+        # all admitted or waiting while the gate holds the first forward pass: whoever waits joins the batch at
+        # the next pass boundary
+        eventually(lambda: metric(srv, "edit_engine_active_jobs")
+                   + httpx.get(srv.url + "/healthz").json()["queueDepth"] == len(DOCS), "queueing")
+        gate.open()
+        answers = [until_answer(ws, i) for i, ws in enumerate(sockets)]
+        shared = metric(srv, "edit_engine_batch_size_count") - metric(srv, 'edit_engine_batch_size_bucket{le="1"}')
+        assert shared > 0, "no forward pass was shared"
+        assert metric(srv, 'edit_engine_jobs_retired_total{reason="done"}') == len(DOCS)
+        assert metric(srv, "edit_engine_active_jobs") == 0
+    repaired = 0
+    for params, (passes, answer) in zip(DOCS, answers, strict=True):
+        want = _engine_passes(engine, params, 24)
+        text = params["text"]
+        assert [(p["passIndex"], p["text"], p["masked"], p["final"], p["range"]) for p in passes] == \
+               [(w.index, w.text, w.masked, w.final, _lsp_range(text, w.start, w.end)) for w in want], params
+        res = answer["result"]
+        last = want[-1]
+        assert (res["text"], res["range"], res["passes"], res["nfe"], res["stopReason"]) == \
+               (last.text, _lsp_range(text, last.start, last.end), last.index + 1, last.nfe, last.stop_reason)
+        repaired += last.nfe > last.index + 1
+    assert repaired >= 2  # some went through the check and the repair rounds after their batched passes
+
+
+@pytest.mark.parametrize("how", ["cancel", "disconnect"])
+@pytest.mark.parametrize("phase", ["batched", "repair"])
+def test_document_request_cancel_and_disconnect_stop_work(engine: Engine, phase: str, how: str) -> None:
+    """Cancelled (``$/cancelRequest``) or disconnected while its passes run in the batch, or while its repair
+    rounds run on the worker pool: the work stops before the next forward pass, no pass follows."""
+    params = DOCS[0]
+    want = _engine_passes(engine, params, 24)
+    # batched: held after the first pass; repair: after the first round's last pass (delivered by the check)
+    held = 1 if phase == "batched" else next(i for i, w in enumerate(want) if w.masked == 0 and not w.final) + 1
+    assert held < len(want) - 1
+    gate = Gate()
+    with serving(engine, gate) as srv:
+        app: Any = srv.server.config.app
+        metrics = app.state.service.metrics
+        gate.free = lambda: metrics.passes.value() < held
+        with connect(srv.ws_url, open_timeout=TIMEOUT) as ws:
+            ws.send(request(1, maxTokens=24, uri="file:///c.py", **params))
+            assert [wait_pass(ws, 1)["passIndex"] for _ in range(held)] == list(range(held))
+            if how == "cancel":
+                ws.send(json.dumps({"jsonrpc": "2.0", "method": rpc.CANCEL, "params": {"id": 1}}))
+                m = recv(ws)
+                assert m["id"] == 1 and m["error"]["code"] == rpc.REQUEST_CANCELLED
+        reason = "client" if how == "cancel" else "disconnect"
+        eventually(lambda: metric(srv, f'edit_engine_cancellations_total{{reason="{reason}"}}') == 1, "cancellation")
+        gate.open()
+        eventually(lambda: metric(srv, 'edit_engine_jobs_retired_total{reason="cancelled"}') == 1, "retirement")
+        assert metric(srv, 'edit_engine_jobs_retired_total{reason="done"}') == 0
+        assert metric(srv, "edit_engine_passes_total") == held  # nothing ran after the cancellation
+        assert metric(srv, "edit_engine_active_jobs") == 0
+
+
+def test_document_requests_answer_limit_errors(engine: Engine) -> None:
+    gate = Gate()
+    with serving(engine, gate, max_batch=1, max_queue=1, max_document_chars=200, max_tokens=32) as srv, \
+            connect(srv.ws_url, open_timeout=TIMEOUT) as ws:
+        cases: list[tuple[int, dict[str, Any], int, str | None]] = [
+            (1, {"text": "x" * 201, "offset": 0}, rpc.SERVER_OVERLOADED, "max_document_chars"),
+            (2, {"text": "a = ", "offset": 4, "maxTokens": 33}, rpc.SERVER_OVERLOADED, "max_tokens"),
+            (3, {"text": "a = ", "offset": 5}, rpc.INVALID_PARAMS, None),
+            (4, {"text": "a = ", "languageId": "python"}, rpc.INVALID_PARAMS, None),  # no position
+        ]
+        for rid, params, code, limit in cases:
+            ws.send(request(rid, **params))
+            m = recv(ws)
+            assert m["id"] == rid and m["error"]["code"] == code, m
+            assert (m["error"].get("data") or {}).get("limit") == limit, m
+        ws.send(request(5, text="a = ", position={"line": 0, "character": 4}, maxTokens=8))  # admitted, held
+        eventually(lambda: metric(srv, "edit_engine_active_jobs") == 1, "admission")
+        ws.send(request(6, text="b = ", offset=4, maxTokens=8))  # waits for the batch slot
+        eventually(lambda: httpx.get(srv.url + "/healthz").json()["queueDepth"] == 1, "queueing")
+        ws.send(request(7, text="c = ", offset=4, maxTokens=8))  # the queue is full
+        m = recv(ws)
+        assert m["id"] == 7 and m["error"]["code"] == rpc.SERVER_OVERLOADED and m["error"]["data"]["limit"] == "queue"
+        gate.open()
+        for rid in (5, 6):
+            passes, answer = until_answer(ws, rid)
+            assert passes[-1]["final"] and passes[-1]["text"] == answer["result"]["text"]

@@ -4,15 +4,17 @@ alone, whatever the mix of requests."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edit_engine.engine import Engine
+from edit_engine.engine import DocumentPlan, Engine, Pass
 from edit_engine.model import ContextCache, DiffusionLM
-from edit_engine.serve.batching import Cancelled, JobPass, JobSpec, Overloaded, Scheduler
+from edit_engine.serve.batching import Cancelled, Continuation, JobPass, JobSpec, Overloaded, Scheduler
 from edit_engine.serve.metrics import Metrics
 from edit_engine.tokenizer import Tokenizer
 
@@ -139,3 +141,51 @@ def test_metrics_exposition_format() -> None:
     assert "# TYPE edit_engine_queue_depth gauge" in text
     for line in text.splitlines():
         assert line.startswith("#") or len(line.rsplit(" ", 1)) == 2
+
+
+# Documents whose fills (tiny model, seed 0) take each path: a parse check with repair rounds, a check that
+# passes or is not asked for (comment, plain text), a single-line span, a selection.
+DOCUMENTS = [
+    ("def f(x):\n    return \n", 20, None, "python"),
+    ("x = [1, 2, \ny = 3\n", 11, None, "python"),
+    ("# a note: \nx = 1\n", 10, None, "python"),
+    ("some words \nmore\n", 11, None, "plaintext"),
+    ("total = max(a, )\n", 15, None, "python"),
+    ("a = 1\nb = 2\nc = 3\n", 6, (6, 11), "python"),
+]
+
+
+@pytest.mark.parametrize("batch_context", [True, False])
+def test_document_jobs_at_max_batch_1_equal_the_engine_stream(engine: Engine, batch_context: bool) -> None:
+    """A document request through the scheduler (plan, batched passes with post-processing, then the check and
+    repair rounds on the worker pool) yields exactly ``Engine.stream_complete``'s passes, whether the repair
+    rounds reuse the context the batch encoded (as the server does) or ``Engine.finish_document`` encodes it."""
+    from edit_engine.serve.batching import LastPass
+    from edit_engine.serve.serving import document_spec
+
+    dps = [engine.plan_document(t, o, lang, sel, 24) for t, o, sel, lang in DOCUMENTS]
+    specs = [document_spec(engine, dp) for dp in dps]
+    if not batch_context:
+        def own(dp: DocumentPlan) -> Continuation:
+            def then(last: LastPass, should_stop: Callable[[], bool]) -> Iterator[Pass]:
+                return engine.finish_document(dp, last.tokens, last.index, last.nfe, last.stop_reason, 0,
+                                              should_stop)
+            return then
+
+        specs = [replace(s, then=own(dp)) if s.then is not None else s for s, dp in zip(specs, dps, strict=True)]
+    assert any(s.then is not None for s in specs) and any(s.then is None for s in specs)
+    sched = Scheduler(engine, Metrics(), max_batch=1, max_queue=len(specs))
+    try:
+        got = asyncio.run(_run_all(sched, specs))
+    finally:
+        sched.close()
+    repaired = 0
+    for (t, o, sel, lang), passes in zip(DOCUMENTS, got, strict=True):
+        want = list(engine.stream_complete(t, o, lang, sel, 24))
+        assert [(x.index, x.text, x.masked, x.final, x.nfe, x.start, x.end) for x in passes] == \
+               [(x.index, x.text, x.masked, x.final, x.nfe, x.start, x.end) for x in want], (t, o)
+        assert passes[-1].stop_reason == want[-1].stop_reason
+        repaired += want[-1].nfe > want[-1].index + 1  # a repair round's scoring pass
+    assert repaired, "no document took the repair path"
+    assert sched.metrics.retired.value(reason="done") == len(specs)
+    assert sched.metrics.passes.value() == sum(len(p) for p in got)

@@ -48,8 +48,8 @@ def empty_filler(task: Task) -> Fill:
 
 
 def model_filler(engine: Engine, oracle: bool = False, **overrides: Any) -> Filler:
-    """Fills from ``engine.infill``. Oracle length: the canvas is the true hole's token count (the model may
-    still end early with pads); an empty true hole is answered with "" without a model call."""
+    """Fills from ``engine.infill``. Oracle length: the fill has exactly the true hole's token count (canvas of
+    that size, pads forbidden); an empty true hole is answered with "" without a model call."""
 
     def fill(task: Task) -> Fill:
         kw = dict(overrides)
@@ -60,6 +60,7 @@ def model_filler(engine: Engine, oracle: bool = False, **overrides: Any) -> Fill
                 return Fill("", stop_reason="complete")
             max_tokens = n
             kw["initial_canvas"] = n
+            kw["min_tokens"] = n  # exactly the true length: no pad anywhere (the length rule has nothing to do)
         r = engine.infill(task.prefix, task.suffix, language=task.language, max_tokens=max_tokens, **kw)
         return Fill(r.text, r.nfe, r.tokens, r.elapsed_ms, r.stop_reason)
 

@@ -16,8 +16,13 @@ is rebuilt only when the set of requests changes; a canvas growing inside its ca
 
 Bounded: at most ``max_batch`` active and ``max_queue`` waiting; ``submit`` beyond that raises ``Overloaded``.
 
-Document requests (text + cursor) take the engine's full path instead: syntax-aware planning, post-processing
-and repair rounds, run by ``Engine.stream_complete`` on a small pool of threads (``submit_stream``), unbatched.
+Document requests (text + cursor, planned by ``Engine.plan_document``) are batched the same way: their
+``JobSpec`` carries the planned hole, canvas sizes, a per-pass text transform (the post-processing) and the span.
+When the plan asks for a parse check, the final pass is held back and the last canvas (with the job's encoded
+context, so a repair round need not encode it again) goes to a continuation (``JobSpec.then``:
+``Engine.finish_document``, the check and the repair rounds) on a small pool of threads, unbatched. Requests the
+scheduler cannot run (rewrite mode, autoregressive checkpoints, open models without an exact context cache) run
+a whole engine stream on that pool (``submit_stream``).
 
 Results reach the event loop through ``loop.call_soon_threadsafe`` into a per-job ``asyncio.Queue``.
 """
@@ -37,8 +42,24 @@ from typing import Any
 import torch
 
 from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass
+from ..model import ContextCache
 from ..sampler import SamplerConfig, commit_pass, decide_length
 from .metrics import Metrics
+
+
+@dataclass(frozen=True)
+class LastPass:
+    """A job's last batched pass, not yet delivered, handed to the job's continuation."""
+
+    tokens: torch.Tensor  # (C,) the canvas
+    index: int  # the pass's index
+    nfe: int  # forward passes so far
+    stop_reason: str  # complete | length
+    context: Callable[[], ContextCache]  # the job's encoded context, room for max_tokens slots (copied on call)
+
+
+# (last pass, should_stop) -> the rest of the job's passes, the last one final (a document's check and repair).
+Continuation = Callable[[LastPass, Callable[[], bool]], Iterator[Pass]]
 
 
 class Overloaded(Exception):
@@ -69,6 +90,11 @@ class JobSpec:
     seed: int = 0
     overrides: dict[str, Any] = field(default_factory=dict)  # SamplerConfig fields
     stable: bool = False  # also report the committed leading text (for append-only streams)
+    # Document requests (Engine.plan_document):
+    transform: Callable[[str], str] | None = None  # each pass's text goes through this (post-processing)
+    start: int = 0  # character offsets of the document span the text replaces, echoed on every pass
+    end: int = 0
+    then: Continuation | None = None  # finishes the job after its last batched pass, on the worker pool
 
 
 @dataclass(frozen=True)
@@ -82,7 +108,7 @@ class JobPass:
     nfe: int
     stop_reason: str  # on the final pass: complete | length
     stable: str | None = None  # committed tokens before the first masked slot (only if JobSpec.stable)
-    start: int = 0  # character offsets of the replaced span (document requests run by the engine)
+    start: int = 0  # character offsets of the replaced span (document requests)
     end: int = 0
 
 
@@ -194,8 +220,9 @@ class Scheduler:
         self._batch: _Batch | None = None
         self._ids = itertools.count(1)
         self.stream_workers = stream_workers
-        self._streams = 0  # document jobs submitted and not finished
-        self._stream_jobs: set[Job] = set()
+        self._streams = 0  # whole streams (submit_stream) submitted and not finished
+        self._stream_jobs: set[Job] = set()  # jobs on the pool: whole streams and continuations
+        self._followups = 0  # continuations submitted and not finished
         self._pool = concurrent.futures.ThreadPoolExecutor(stream_workers, thread_name_prefix="edit-engine-doc")
         self._stop = False
         self._thread = threading.Thread(target=self._loop, name="edit-engine-scheduler", daemon=True)
@@ -215,22 +242,28 @@ class Scheduler:
         with self._cond:
             if self._stop:
                 raise Overloaded("the server is shutting down", "shutdown")
-            if len(self._waiting) >= self.max_queue:  # make room first by dropping cancelled waiters
+            if self._backlog() >= self.max_queue:  # make room first by dropping cancelled waiters
                 for j in [j for j in self._waiting if j.cancelled]:
                     self._waiting.remove(j)
                     self.metrics.retired.inc(reason="cancelled")
-            if len(self._waiting) >= self.max_queue:
+            if self._backlog() >= self.max_queue:
                 raise Overloaded(f"queue full ({self.max_queue} requests waiting); retry later", "queue")
             self._waiting.append(job)
             self.metrics.queue_depth.set(len(self._waiting))
             self._cond.notify()
         return job
 
+    def _backlog(self) -> int:
+        """Work waiting (caller holds ``_cond``): jobs waiting for a batch slot, and continuations (repair
+        rounds) waiting for a free worker."""
+        return len(self._waiting) + max(0, self._followups - self.stream_workers)
+
     def submit_stream(self, run: Callable[[Callable[[], bool]], Iterator[Pass]],
                       loop: asyncio.AbstractEventLoop) -> Job:
-        """Run an engine stream (``run(should_stop)``) unbatched on one of ``stream_workers`` threads: the
-        document path (syntax-aware plan, post-processing, repair rounds) whose passes the scheduler cannot
-        share. Bounded like the queue: at most ``stream_workers + max_queue`` such jobs. Raises Overloaded."""
+        """Run an engine stream (``run(should_stop)``) unbatched on one of ``stream_workers`` threads: requests
+        whose passes the scheduler cannot share (``Engine.stream_complete`` of an autoregressive or open
+        checkpoint, or in rewrite mode). Bounded like the queue: at most ``stream_workers + max_queue`` such
+        jobs. Raises Overloaded."""
         job = Job(next(self._ids), loop)
         with self._cond:
             if self._stop:
@@ -242,9 +275,13 @@ class Scheduler:
         self._pool.submit(self._run_stream, job, run)
         return job
 
-    def _run_stream(self, job: Job, run: Callable[[Callable[[], bool]], Iterator[Pass]]) -> None:
+    def _run_stream(self, job: Job, run: Callable[[Callable[[], bool]], Iterator[Pass]],
+                    followup: bool = False) -> None:
+        """Run ``run(should_stop)`` and deliver its passes: a whole stream (``submit_stream``) or, with
+        ``followup``, the continuation of a job whose batched passes are done."""
         try:
-            self.metrics.queue_wait.observe(time.perf_counter() - job.submitted)
+            if not followup:
+                self.metrics.queue_wait.observe(time.perf_counter() - job.submitted)
             if job.cancelled:
                 self.metrics.retired.inc(reason="cancelled")
                 return
@@ -279,8 +316,33 @@ class Scheduler:
             job._deliver(e)
         finally:
             with self._cond:
-                self._streams -= 1
+                if followup:
+                    self._followups -= 1
+                else:
+                    self._streams -= 1
                 self._stream_jobs.discard(job)
+
+    def _hand_off(self, a: _Active, stop: str) -> None:
+        """A job's last batched pass is done and its spec has a continuation: run it on the pool (the pass is
+        not delivered here; the continuation delivers it, checked, with any repair passes after it)."""
+        then = a.job.spec.then
+        assert then is not None
+        last = LastPass(a.canvas[0].clone(), a.index, a.nfe, stop, lambda: _own_context(a, a.job.cfg.max_tokens))
+
+        def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
+            return then(last, should_stop)
+
+        with self._cond:
+            self._followups += 1
+            self._stream_jobs.add(a.job)
+        try:
+            self._pool.submit(self._run_stream, a.job, run, True)
+        except RuntimeError:  # the pool is shut down (the server is closing)
+            with self._cond:
+                self._followups -= 1
+                self._stream_jobs.discard(a.job)
+            self.metrics.retired.inc(reason="cancelled")
+            a.job.cancel("shutdown")
 
     def close(self) -> None:
         """Stop the thread; every job not finished is cancelled (reason ``shutdown``)."""
@@ -398,8 +460,6 @@ class Scheduler:
         return _Batch(ks, vs, valid, starts, L, cap)
 
     def _forward(self) -> None:
-        from ..model import ContextCache
-
         batch = self._batch
         assert batch is not None
         act = self._active
@@ -427,7 +487,8 @@ class Scheduler:
             a.nfe += 1
         # One host read for the whole batch: masked counts and whether a pad was committed, per row.
         stats = torch.stack([torch.stack([a.masked.sum(), (a.canvas == tok.pad_id).any().long()]) for a in act])
-        done: list[_Active] = []
+        done: list[_Active] = []  # finished here
+        gone: list[_Active] = []  # out of the batch for another reason (continuation, error)
         for a, (n_masked, has_pad) in zip(act, stats.tolist(), strict=True):
             stop = ""
             if n_masked == 0:
@@ -435,9 +496,19 @@ class Scheduler:
                     stop = "complete"
                 elif a.size >= a.job.cfg.max_tokens:
                     stop = "length"
-            # Undecided slots, as the engine's sampler counts them: masked ones plus those the canvas may still
-            # grow into (so the count never rises).
-            self._emit(a, 0 if stop else int(n_masked) + max(0, a.job.cfg.max_tokens - a.size), stop)
+            if stop and a.job.spec.then is not None:
+                gone.append(a)
+                self._hand_off(a, stop)
+                continue
+            try:
+                # Undecided slots, as the engine's sampler counts them: masked ones plus those the canvas may
+                # still grow into (so the count never rises).
+                self._emit(a, 0 if stop else int(n_masked) + max(0, a.job.cfg.max_tokens - a.size), stop)
+            except Exception as e:  # a request's text transform failed: that request fails, not the batch
+                gone.append(a)
+                self._retire(a, "error")
+                a.job._deliver(e)
+                continue
             if stop:
                 done.append(a)
                 continue
@@ -450,11 +521,11 @@ class Scheduler:
                 a.canvas = torch.cat([a.canvas, pad], dim=1)
                 a.masked = torch.cat([a.masked, torch.ones_like(pad, dtype=torch.bool)], dim=1)
                 a.length_ban = torch.cat([a.length_ban, torch.zeros_like(pad, dtype=torch.bool)], dim=1)
-        if done:
+        if done or gone:
             for a in done:
                 self._retire(a, "done")
                 self.metrics.latency.observe(time.perf_counter() - a.job.submitted)
-            self._active = [a for a in act if a not in done]
+            self._active = [a for a in act if a not in done and a not in gone]
             self._batch = None  # the set changed: rebuild before the next pass
             self.metrics.active.set(len(self._active))
 
@@ -466,13 +537,34 @@ class Scheduler:
         if a.job.spec.stable:
             cut = ids.index(tok.mask_id) if tok.mask_id in ids else len(ids)
             stable = tok.decode(ids[:cut]).rstrip("\ufffd")  # an unfinished UTF-8 sequence is not stable yet
-        if a.job.spec.single_line:
+        spec = a.job.spec
+        if spec.single_line:
             text = _first_line(text)
             stable = _first_line(stable) if stable is not None else None
+        if spec.transform is not None:
+            text = spec.transform(text)
         if a.index == 0:
             self.metrics.first_pass.observe(time.perf_counter() - a.job.submitted)
         self.metrics.passes.inc()
-        a.job._deliver(JobPass(a.index, text, n_masked, bool(stop), a.nfe, stop, stable))
+        a.job._deliver(JobPass(a.index, text, n_masked, bool(stop), a.nfe, stop, stable, spec.start, spec.end))
+
+
+def _own_context(a: _Active, capacity: int) -> ContextCache:
+    """A batch-of-one cache of ``a``'s context rows (as its admission encoded them) with room for ``capacity``
+    canvas slots: what ``Engine`` would encode for the request alone, up to float summation order."""
+    L = a.ctx_len
+    ks, vs = [], []
+    for k, v in zip(a.k, a.v, strict=True):  # (1, H, L, hd) each
+        _, h, _, hd = k.shape
+        kk = k.new_zeros(1, h, L + capacity, hd)
+        vv = v.new_zeros(1, h, L + capacity, hd)
+        kk[:, :, :L] = k
+        vv[:, :, :L] = v
+        ks.append(kk)
+        vs.append(vv)
+    valid = torch.ones(1, L + capacity, dtype=torch.bool, device=a.valid.device)
+    valid[:, :L] = a.valid
+    return ContextCache(ks, vs, valid, a.canvas_start.clone(), L, capacity)
 
 
 def _first_line(text: str) -> str:

@@ -3,6 +3,12 @@
 The front ends parse and format; this module turns a parsed request into a ``JobSpec`` (planning the span of a
 document request, converting positions once, in the requested encoding), checks the limits, and submits it to
 the scheduler. Every failure leaves as a ``ServeError``.
+
+Document requests are planned by ``Engine.plan_document`` (off the event loop: it parses the document) and
+batched like ``{prefix, suffix}`` ones (``document_spec``); their parse check and repair rounds run after the
+last batched pass, unbatched (``Engine.finish_document`` on the scheduler's worker pool, reusing the context
+the batch encoded). Rewrite mode, autoregressive checkpoints and open models without an exact context cache
+run ``Engine.stream_complete`` whole on that pool instead.
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ from typing import Any
 
 from .. import positions
 from .. import protocol as rpc
-from ..engine import Engine, Pass
-from .batching import Job, JobSpec, Overloaded, Scheduler
+from ..engine import DocumentPlan, Engine, Pass
+from .batching import Job, JobSpec, LastPass, Overloaded, Scheduler
 from .errors import ServeError
 from .metrics import Metrics
 from .protocol import CompletionRequest, InfillParams
@@ -24,11 +30,36 @@ from .settings import Settings
 
 @dataclass(frozen=True)
 class Planned:
-    """A planned request: a batched job (``spec``) or an engine stream (``run``, document requests)."""
+    """A checked request: a batched job (``spec``, or ``prepare`` to make it off the event loop) or an engine
+    stream run unbatched (``run``)."""
 
     spec: JobSpec | None
     run: Callable[[Callable[[], bool]], Iterator[Pass]] | None = None
     range_of: Callable[[int, int], dict[str, Any]] | None = None  # LSP range of a span (document requests)
+    prepare: Callable[[], JobSpec] | None = None  # plans a document request (parses it: run in a thread)
+
+
+def batchable(engine: Engine) -> bool:
+    """Whether the scheduler can run this engine's document requests: a diffusion model with an exact context
+    cache (autoregressive checkpoints decode token by token; open full-attention models re-encode per request)."""
+    return not engine.is_ar and getattr(engine.model, "exact_context_cache", True)
+
+
+def document_spec(engine: Engine, dp: DocumentPlan, seed: int = 0) -> JobSpec:
+    """The batched job of an insert-mode document request: the planned hole and canvas sizes, each pass's text
+    post-processed (``dp.finish``) and placed at the planned span; when the plan asks for a parse check, the
+    last batched canvas and the job's encoded context go to ``Engine.finish_document`` (check, repair rounds,
+    final pass)."""
+    if dp.rewrite:
+        raise ValueError("rewrite mode starts from a scored canvas: run it with Engine.stream_complete")
+    then = None
+    if dp.checks:
+        def then(last: LastPass, should_stop: Callable[[], bool]) -> Iterator[Pass]:
+            return engine.finish_document(dp, last.tokens, last.index, last.nfe, last.stop_reason, seed,
+                                          should_stop, last.context)
+
+    return JobSpec(dp.prefix, dp.suffix, dp.cfg.max_tokens, dp.cfg.initial_canvas, seed=seed,
+                   transform=dp.finish, start=dp.start, end=dp.end, then=then)
 
 
 class Service:
@@ -76,8 +107,9 @@ class Service:
         return self.settings.max_tokens if self.settings.max_tokens < self.engine.sampler.max_tokens else None
 
     def _plan_document(self, p: InfillParams) -> Planned:
-        """A document request runs ``Engine.stream_complete`` (its planner picks the span); positions are
-        converted here, once, in the requested encoding."""
+        """A document request: the engine's planner picks the span (``Engine.plan_document``, when the job is
+        started), the scheduler batches its denoising passes. Positions are converted here, once, in the
+        requested encoding."""
         doc = p.text
         assert doc is not None
         self._check_document(len(doc))
@@ -102,14 +134,22 @@ class Service:
             raise ServeError("invalid_params", "a text request needs position, offset or range")
         max_tokens = p.maxTokens or self._default_max()
         engine, language = self.engine, p.languageId
-
-        def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
-            return engine.stream_complete(doc, offset, language=language, selection=selection,
-                                          max_tokens=max_tokens, should_stop=should_stop)
+        mode = "insert"  # the websocket has no rewrite mode: a range is re-denoised from an empty canvas
 
         def range_of(start: int, end: int) -> dict[str, Any]:
             return rpc.lsp_range(positions.offset_to_position(doc, start, enc, starts),
                                  positions.offset_to_position(doc, end, enc, starts))
+
+        if batchable(engine) and mode == "insert":
+            def prepare() -> JobSpec:
+                return document_spec(engine, engine.plan_document(doc, offset, language, selection, max_tokens,
+                                                                  mode))
+
+            return Planned(None, range_of=range_of, prepare=prepare)
+
+        def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
+            return engine.stream_complete(doc, offset, language=language, selection=selection,
+                                          max_tokens=max_tokens, should_stop=should_stop, mode=mode)
 
         return Planned(None, run, range_of)
 
@@ -137,6 +177,9 @@ class Service:
         try:
             if planned.run is not None:
                 return self.scheduler.submit_stream(planned.run, loop)
+            if planned.prepare is not None:
+                prepare = planned.prepare
+                return await asyncio.to_thread(lambda: self.scheduler.submit(prepare(), loop))
             assert planned.spec is not None
             if not getattr(self.engine.model, "exact_context_cache", True):
                 # Open full-attention models (edit_engine/hf): one approximate cache per request, no shared batch.

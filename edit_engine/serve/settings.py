@@ -34,7 +34,8 @@ class Settings:
     # Batching: the scheduler runs the passes of up to max_batch requests in one forward pass.
     max_batch: int = field(default=16, metadata=_help("requests denoised together in one forward pass (1 = unbatched)"))
     document_workers: int = field(default=2, metadata=_help(
-        "threads running document requests (syntax-aware plan and repair, unbatched)"))
+        "threads running the repair rounds of document requests, and requests that are not batched "
+        "(autoregressive or open checkpoints)"))
     max_queue: int = field(default=64, metadata=_help("requests waiting for a batch slot; beyond it: overloaded"))
     # Limits: over any of them the request gets a clear error (-32001, HTTP 413/429/503), never a drop.
     max_request_bytes: int = field(default=1_000_000, metadata=_help("largest request body or websocket frame"))
