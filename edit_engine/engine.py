@@ -544,6 +544,22 @@ class Engine:
             init = self._remask(dp, cache, tokens, fill, found, st)
             yield from self._rounds(dp, cache, init, st, seed, should_stop, timings)
 
+    def warm_up(self) -> float:
+        """Run a few small fills (planner, sampler, every canvas size up to 64, repair check) so that the first
+        user request does not pay for lazy initialisation (allocator, kernels, tree-sitter, thread pools).
+        Returns the milliseconds it took. Front ends call it at start-up."""
+        t = time.perf_counter()
+        doc = "def add(a, b):\n    return a + b\n\n\nresult = add(1, \n"
+        for n in (8, 16, 32, 64):
+            self.infill(doc[:-2], "\n", max_tokens=n, initial_canvas=min(16, n), min_tokens=n)
+        self.complete(doc, len(doc) - 2, language="python", max_tokens=16)
+        return (time.perf_counter() - t) * 1e3
+
+    def close_document(self, uri: str) -> None:
+        """Forget what is cached for ``uri``: its syntax tree and its encoded context (an editor closed it)."""
+        self.syntax_cache.close(uri)
+        self.contexts.take(("uri", uri))
+
     @property
     def syntax_cache(self) -> syntax.SyntaxCache:
         """Syntax trees of the documents seen with a ``uri`` (front ends may also ``edit``/``close`` them)."""

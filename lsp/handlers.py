@@ -149,6 +149,10 @@ class EditEngineServer(LanguageServer):
                 try:
                     self._engine = await asyncio.get_running_loop().run_in_executor(
                         self.model_thread, Engine.load, path)
+                    # Warm it on the model thread, so the first fill is not the slow one.
+                    warm = await asyncio.get_running_loop().run_in_executor(
+                        self.model_thread, self._engine.warm_up)
+                    log.info("warm-up took %.0f ms", warm)
                 except Exception as e:  # unreadable checkpoint: every request says so
                     self.log_message(logging.ERROR, f"cannot load the model: {e}")
                     raise JsonRpcInternalError(f"cannot load the model: {e}") from e
@@ -208,7 +212,7 @@ def did_change(ls: EditEngineServer, params: types.DidChangeTextDocumentParams) 
 def did_close(ls: EditEngineServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.documents.pop(params.text_document.uri, None)
     if ls.loaded_engine is not None:
-        ls.loaded_engine.syntax_cache.close(params.text_document.uri)
+        ls.loaded_engine.close_document(params.text_document.uri)
     task = ls.inflight.pop(params.text_document.uri, None)
     if task is not None:
         task.cancel()
@@ -217,6 +221,14 @@ def did_close(ls: EditEngineServer, params: types.DidCloseTextDocumentParams) ->
 # ---------------------------------------------------------------------------------------------- settings
 def initialize(ls: EditEngineServer, params: types.InitializeParams) -> None:
     ls.apply_settings(params.initialization_options)
+
+
+async def initialized(ls: EditEngineServer, params: types.InitializedParams) -> None:
+    """Load and warm the model as soon as the client is ready, before the first keystroke asks for it."""
+    try:
+        await ls.engine()
+    except Exception:  # already logged and shown to the user; requests will say it again
+        pass
 
 
 def did_change_configuration(ls: EditEngineServer, params: types.DidChangeConfigurationParams) -> None:

@@ -21,6 +21,7 @@ def create_server(settings: Settings | None = None) -> EditEngineServer:
     """A server with every handler registered; start it with ``start_io()`` or ``start_tcp(host, port)``."""
     ls = EditEngineServer(settings)
     ls.feature(types.INITIALIZE)(handlers.initialize)
+    ls.feature(types.INITIALIZED)(handlers.initialized)
     ls.feature(types.TEXT_DOCUMENT_DID_OPEN)(handlers.did_open)
     ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)(handlers.did_change)
     ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)(handlers.did_close)

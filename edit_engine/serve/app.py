@@ -4,6 +4,7 @@ scripts)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -50,6 +51,8 @@ def _error_response(e: ServeError) -> JSONResponse:
     return JSONResponse(e.http_body(), status_code=e.http_status, headers=e.http_headers())
 
 
+log = logging.getLogger("edit_engine.serve")
+
 def create_app(settings: Settings, engine: Engine | None = None,
                before_pass: Callable[[], None] | None = None) -> FastAPI:
     """The server. ``engine``: use this one instead of loading ``settings.model``; ``before_pass``: a hook the
@@ -58,6 +61,8 @@ def create_app(settings: Settings, engine: Engine | None = None,
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         eng = engine or Engine.load(settings.model, device=settings.device, threads=settings.threads or None)
+        if engine is None:  # a server we loaded: warm it before the socket opens, so no user waits for it
+            log.info("warm-up took %.0f ms", eng.warm_up())
         service = Service(settings, eng, Metrics(), before_pass)
         app.state.service = service
         try:
