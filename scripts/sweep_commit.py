@@ -25,14 +25,10 @@ from typing import Any
 # (score, threshold, pad_threshold): the commit policy, and the length rule's threshold (sampler module doc).
 POLICIES: list[tuple[str, float, float]] = [
     ("confidence", 1.01, 0.5),  # one slot per pass: the most confident (no parallelism)
-    ("confidence", 0.95, 0.5),
     ("confidence", 0.9, 0.5),
-    ("confidence", 0.8, 0.5),
     ("confidence", 0.7, 0.5),
     ("confidence", 0.5, 0.5),
-    ("margin", 0.9, 0.5),
     ("margin", 0.7, 0.5),
-    ("entropy", 0.9, 0.5),
     ("entropy", 0.7, 0.5),
     ("confidence", 0.9, 0.3),
     ("confidence", 0.9, 0.2),
