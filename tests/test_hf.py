@@ -24,7 +24,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers  # noqa: E402
 from edit_engine import checkpoint, hf  # noqa: E402
 from edit_engine.engine import Engine  # noqa: E402
 from edit_engine.hf.cache import CachePolicy  # noqa: E402
-from edit_engine.sampler import SamplerConfig, commit_pass, denoise  # noqa: E402
+from edit_engine.sampler import SamplerConfig, commit_pass, decide_length, denoise  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXTRA_ROWS = 8  # model rows past the tokenizer's vocabulary (Dream pads its head to 152064 rows)
@@ -238,6 +238,8 @@ def _oracle_fill(ref: Any, tok: hf.OpenTokenizer, pre: list[int], suf: list[int]
     size = cfg.initial_canvas
     canvas = torch.full((1, size), tok.mask_id)
     masked = canvas == tok.mask_id
+    length_ban = torch.zeros_like(masked)
+    open_from: int | None = 0 if cfg.pad_threshold > 0 else None  # the sampler's length rule, as in denoise
     while True:
         seq = torch.cat([torch.tensor([pre]), canvas, torch.tensor([suf], dtype=torch.long)], 1)
         logits = _hf_bidir(ref, seq)
@@ -245,7 +247,10 @@ def _oracle_fill(ref: Any, tok: hf.OpenTokenizer, pre: list[int], suf: list[int]
             logits = torch.cat([logits[:, :1], logits[:, :-1]], 1)
         lg = logits[:, len(pre) : len(pre) + size].clone()
         lg[..., tok.vocab_size :] = float("-inf")
-        commit_pass(lg, canvas, masked, cfg, tok.pad_id, tok.mask_id)
+        if open_from is not None:
+            decide_length(lg, canvas, masked, length_ban, open_from, cfg, tok.pad_id, tok.mask_id)
+            open_from = None
+        commit_pass(lg, canvas, masked, cfg, tok.pad_id, tok.mask_id, None, length_ban)
         if bool(masked.any()):
             continue
         if (canvas == tok.pad_id).any() or size >= cfg.max_tokens:
@@ -253,6 +258,9 @@ def _oracle_fill(ref: Any, tok: hf.OpenTokenizer, pre: list[int], suf: list[int]
         new = min(cfg.max_tokens, size * 2)
         canvas = torch.cat([canvas, torch.full((1, new - size), tok.mask_id)], 1)
         masked = torch.cat([masked, torch.ones(1, new - size, dtype=torch.bool)], 1)
+        length_ban = torch.cat([length_ban, torch.zeros(1, new - size, dtype=torch.bool)], 1)
+        if cfg.pad_threshold > 0:
+            open_from = size
         size = new
 
 
