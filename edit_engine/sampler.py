@@ -174,6 +174,16 @@ def _grown(size: int, cfg: SamplerConfig) -> int:
     return min(cfg.max_tokens, size * 2)
 
 
+def grow_canvas(
+    canvas: torch.Tensor, masked: torch.Tensor, length_ban: torch.Tensor, new: int, mask_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The canvas, mask and length ban extended to ``new`` slots; the new slots are masks, not yet banned."""
+    extra = new - canvas.shape[1]
+    fresh = torch.full((canvas.shape[0], extra), mask_id, dtype=canvas.dtype, device=canvas.device)
+    return (torch.cat([canvas, fresh], 1), torch.cat([masked, torch.ones_like(fresh, dtype=torch.bool)], 1),
+            torch.cat([length_ban, torch.zeros_like(fresh, dtype=torch.bool)], 1))
+
+
 def denoise(
     model: DiffusionLM,
     cache: ContextCache,
@@ -208,7 +218,6 @@ def denoise(
     use_length = cfg.pad_threshold > 0 and init is None  # repair / rewrite canvases keep their own length
     length_ban = torch.zeros_like(masked)
     open_from: int | None = 0 if use_length else None  # slots from here await the length decision
-    n_open = int(masked.sum())  # masked slots (known on the host from the last pass's read)
     nfe = 0
     index = 0
     while True:
@@ -224,18 +233,7 @@ def denoise(
             # vocabulary the fused kernel never writes the canvas logits (kernels/head.py).
             h = model.canvas_hidden(canvas, cache)  # (B, C, D)
             ban = _pad_banned(canvas, masked, pad_id, cfg, length_ban)
-            if h.device.type == "cpu" and h.shape[0] == 1 and n_open < h.shape[1]:
-                # On the CPU the head over committed slots is wasted work (a third of a pass for the small
-                # model at 128 slots): score only the masked rows. (On a GPU this would cost a sync and dynamic
-                # shapes; there the head runs over all rows.)
-                rows = masked[0].nonzero().squeeze(1)
-                idx_r, sc_r = kernels.head_token_stats(h[:, rows], model.embed.weight, cfg.score, mask_id,
-                                                       pad_id, ban[:, rows])
-                idx = torch.zeros_like(canvas)
-                sc = torch.full(canvas.shape, -1.0, dtype=sc_r.dtype, device=canvas.device)
-                idx[:, rows], sc[:, rows] = idx_r, sc_r
-            else:
-                idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, ban)
+            idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, ban)
             kernels.commit_from_stats(idx, sc, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit)
             if cfg.pad_rules:
                 _propagate_pads(canvas, masked, pad_id)
@@ -244,7 +242,6 @@ def denoise(
             commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban)
         nfe += 1
         n_masked = int(masked.sum())  # the one host read per pass
-        n_open = n_masked
         stop = ""
         if n_masked == 0:
             has_pad = bool((canvas == pad_id).any())
@@ -262,11 +259,7 @@ def denoise(
             new = _grown(size, cfg)
             if new <= size:  # init canvas already at max_tokens
                 return
-            canvas = torch.cat([canvas, torch.full((cache.batch, new - size), mask_id, device=dev)], dim=1)
-            masked = torch.cat([masked, torch.ones(cache.batch, new - size, dtype=torch.bool, device=dev)], 1)
-            length_ban = torch.cat([length_ban, torch.zeros(cache.batch, new - size, dtype=torch.bool,
-                                                            device=dev)], 1)
-            n_open += new - size
+            canvas, masked, length_ban = grow_canvas(canvas, masked, length_ban, new, mask_id)
             if use_length:
                 open_from = size
             size = new

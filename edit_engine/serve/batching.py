@@ -43,7 +43,7 @@ import torch
 
 from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass
 from ..model import ContextCache
-from ..sampler import SamplerConfig, commit_pass, decide_length
+from ..sampler import SamplerConfig, commit_pass, decide_length, grow_canvas
 from .metrics import Metrics
 
 
@@ -514,13 +514,10 @@ class Scheduler:
                 continue
             a.index += 1
             if n_masked == 0:  # every slot holds a real token: grow the canvas (doubling), as the sampler does
-                new = min(a.job.cfg.max_tokens, a.size * 2)
-                pad = torch.full((1, new - a.size), tok.mask_id, dtype=torch.long, device=dev)
                 if a.job.cfg.pad_threshold > 0:
                     a.open_from = a.size
-                a.canvas = torch.cat([a.canvas, pad], dim=1)
-                a.masked = torch.cat([a.masked, torch.ones_like(pad, dtype=torch.bool)], dim=1)
-                a.length_ban = torch.cat([a.length_ban, torch.zeros_like(pad, dtype=torch.bool)], dim=1)
+                a.canvas, a.masked, a.length_ban = grow_canvas(
+                    a.canvas, a.masked, a.length_ban, min(a.job.cfg.max_tokens, a.size * 2), tok.mask_id)
         if done or gone:
             for a in done:
                 self._retire(a, "done")

@@ -253,6 +253,12 @@ class Batch:
     n_canvas: int  # canvas slots present in the batch (the loss normaliser)
 
 
+def _empty(B: int, T: int, pad_id: int) -> tuple[torch.Tensor, ...]:
+    """A batch's tensors before any example is laid in: pad tokens, absent kinds, no targets."""
+    return (torch.full((B, T), pad_id, dtype=torch.long), torch.full((B, T), ABSENT, dtype=torch.int8),
+            torch.full((B, T), -100, dtype=torch.long), torch.zeros(B, T), torch.full((B, T), -100, dtype=torch.long))
+
+
 def collate(
     examples: list[Example], tok: Tokenizer, rng: random.Random, t_min: float = 0.05, max_canvas: int = MAX_HOLE
 ) -> Batch:
@@ -262,11 +268,7 @@ def collate(
     sl = max(len(e.suffix) for e in examples)
     cl = max(sizes)
     B, T = len(examples), pl + sl + cl
-    tokens = torch.full((B, T), tok.pad_id, dtype=torch.long)
-    kind = torch.full((B, T), ABSENT, dtype=torch.int8)
-    targets = torch.full((B, T), -100, dtype=torch.long)
-    weights = torch.zeros(B, T)
-    ar = torch.full((B, T), -100, dtype=torch.long)
+    tokens, kind, targets, weights, ar = _empty(B, T, tok.pad_id)
     n_canvas = 0
     for r, (e, c) in enumerate(zip(examples, sizes, strict=True)):
         p = len(e.prefix)
@@ -308,11 +310,7 @@ def collate_ar(examples: list[Example], tok: Tokenizer, max_middle: int = MAX_HO
         seqs.append((prompt + middle, len(prompt) - 1))
     T = max(len(q) for q, _ in seqs)
     B = len(examples)
-    tokens = torch.full((B, T), tok.pad_id, dtype=torch.long)
-    kind = torch.full((B, T), ABSENT, dtype=torch.int8)
-    targets = torch.full((B, T), -100, dtype=torch.long)
-    weights = torch.zeros(B, T)
-    ar = torch.full((B, T), -100, dtype=torch.long)
+    tokens, kind, targets, weights, ar = _empty(B, T, tok.pad_id)
     n_mid = 0
     for r, (q, mid) in enumerate(seqs):
         o = T - len(q)

@@ -37,7 +37,7 @@ from .. import checkpoint
 from ..model import PRESETS, DiffusionLM
 from ..tokenizer import Tokenizer
 from . import corpus
-from .data import Batch, Example, SyntaxSpans, collate, collate_ar, make_example, syntax_spans
+from .data import MAX_HOLE, Batch, Example, SyntaxSpans, collate, collate_ar, make_example, syntax_spans
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class ExampleStream:
     """Random infill examples from corpus files (weighted by size, capped per package)."""
 
     def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
-                 max_canvas: int = 128, per_file: int = 8) -> None:
+                 max_canvas: int = MAX_HOLE, per_file: int = 8) -> None:
         self.files = files
         self.per_file = per_file
         self.weights = corpus.sampling_weights(files)
@@ -271,7 +271,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         print(f"resumed at step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min", file=sys.stderr)
     train_files = [f for f in files if f.split == "train"]
     val_files = [f for f in files if f.split == "val"]
-    max_canvas = min(128, mcfg.max_canvas)
+    max_canvas = min(MAX_HOLE, mcfg.max_canvas)
     val_stream = ExampleStream(val_files, tok, cfg, seed=12345, max_canvas=max_canvas)
     val_state = torch.random.get_rng_state()
     torch.manual_seed(12345)  # the validation batches' masks are the same in every run
