@@ -96,12 +96,15 @@ def ar_generate(
     *,
     min_tokens: int = 0,
     kv: KVCache | None = None,
+    line_end: torch.Tensor | None = None,
 ) -> Iterator[Step]:
     """Greedy PSM decoding with a key/value cache: yields a ``Step`` per generated token (``tokens``: the
     middle so far, eos excluded; ``masked``: tokens still allowed; ``nfe``: forward passes so far). Stops at
     eos (``stop_reason="complete"``) or after ``max_tokens`` tokens (``"length"``); eos is not allowed before
     ``min_tokens`` tokens. ``kv`` (updated in place) reuses a cache holding an earlier prompt: its longest
     common prefix with this prompt is kept. ``should_stop()`` is checked before every forward pass.
+    ``line_end`` (V,) bool (the diffusion sampler's line stop): stop after the first token that holds a newline
+    (``stop_reason="line"``): a single-line fill is decided.
     """
     if max_tokens < 1 or not 0 <= min_tokens <= max_tokens:
         raise ValueError(f"need 1 <= max_tokens, 0 <= min_tokens <= max_tokens: {max_tokens}, {min_tokens}")
@@ -117,7 +120,9 @@ def ar_generate(
         stop = "complete" if t == tok.eos_id else ""
         if not stop:
             out.append(t)
-            if len(out) >= max_tokens:
+            if line_end is not None and bool(line_end[t]):
+                stop = "line"
+            elif len(out) >= max_tokens:
                 stop = "length"
         yield _step(nfe - 1, out, nfe, max_tokens, stop)
         if stop or (should_stop is not None and should_stop()):

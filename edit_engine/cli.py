@@ -39,6 +39,8 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
     p.add_argument("--max-tokens", type=int, help="longest fill in tokens")
     p.add_argument("--threshold", type=float, help="confidence needed to commit a token in parallel")
+    p.add_argument("--min-commit", type=int, help="commit at least this many tokens per pass (default: the "
+                   "model's sampler.json, else 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -75,7 +77,8 @@ def _infill(a: argparse.Namespace) -> int:
     except ValueError as e:
         raise UserError(str(e)) from e
     engine = Engine.load(a.model)
-    overrides = {k: v for k, v in (("threshold", a.threshold), ("temperature", a.temperature)) if v is not None}
+    overrides = {k: v for k, v in (("threshold", a.threshold), ("temperature", a.temperature),
+                                    ("min_commit", a.min_commit)) if v is not None}
     lang = a.language or language_for_path(path)
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
               repair=not a.no_repair, **overrides)
@@ -112,6 +115,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, or CPUs with native bf16)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from OUT/resume.pt")
+    p.add_argument("--init", default="", help="start from this checkpoint's weights and tokenizer (e.g. the "
+                   "packaged model when its resume state is gone); fresh optimizer, step count continues")
     p.add_argument("--objective", default="diffusion", choices=("diffusion", "ar"),
                    help="diffusion (the infiller) or ar (the autoregressive baseline, same network and data)")
     p.add_argument("--workers", type=int, default=0, help="data-loader processes (0 = in the training process)")
@@ -134,7 +139,7 @@ def _train(a: argparse.Namespace) -> int:
                       device=a.device, autocast_bf16=a.bf16, seed=a.seed, objective=a.objective,
                       workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,
                       train_suffix=a.train_suffix, warmup_steps=a.warmup_steps, eval_every_min=a.eval_every,
-                      save_every_min=a.save_every)
+                      save_every_min=a.save_every, init=a.init)
     train(cfg, resume=a.resume)
     return 0
 

@@ -38,7 +38,7 @@ import torch
 
 from . import ar, checkpoint, planner, positions, postprocess, repair, syntax
 from .model import ContextCache, DiffusionLM
-from .sampler import SamplerConfig, Step, denoise
+from .sampler import SamplerConfig, Step, denoise, newline_tokens
 from .tokenizer import Tokenizer, trim_end, trim_start
 
 LANGUAGES_BY_SUFFIX = {
@@ -287,6 +287,17 @@ class Engine:
         self.record = record or {}
         self._lock = threading.Lock()
         self.contexts = ContextStore(context_cache)
+        self._line_end: torch.Tensor | None = None
+
+    @property
+    def line_end(self) -> torch.Tensor:
+        """(V,) bool on the model's device: token ids whose text holds a newline (the sampler's line stop)."""
+        if self._line_end is None:
+            tok, v = self.tokenizer, self.model.cfg.vocab_size
+            table = newline_tokens(tok.decode, min(v, tok.vocab_size))
+            table = torch.cat([table, torch.zeros(v - len(table), dtype=torch.bool)])
+            self._line_end = table.to(self.model.device)
+        return self._line_end
 
     @classmethod
     def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
@@ -296,6 +307,8 @@ class Engine:
             torch.set_num_threads(threads)
         dev = device or "cpu"
         ck = checkpoint.load(path, device=dev)
+        if sampler is None:
+            sampler = SamplerConfig.for_checkpoint(ck.path)  # the model's measured commit policy, if it has one
         return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache)
 
     @property
@@ -442,18 +455,19 @@ class Engine:
             if self.is_ar:  # the prompt is encoded by the first step (prefill)
                 kv = stack.enter_context(self._kv(key, ar.psm_prompt(tok, p_ids, s_ids)))
                 steps = ar.ar_generate(self.model, tok, p_ids, s_ids, cfg.max_tokens, should_stop,
-                                    min_tokens=cfg.min_tokens, kv=kv)
+                                       min_tokens=cfg.min_tokens, kv=kv,
+                                       line_end=self.line_end if cfg.line_stop else None)
             else:
                 cache = stack.enter_context(self._encoded(key, p_ids, s_ids, cfg.max_tokens))
-                steps = denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop)
+                steps = denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop,
+                                line_end=self.line_end if cfg.line_stop else None)
             t2 = time.perf_counter()
             timings = {"tokenize": (t1 - t0) * 1e3, "context": (t2 - t1) * 1e3}
             for step in steps:
                 text = self._text(step)
-                if single_line:
-                    nl = text.find("\n")
-                    if nl >= 0:
-                        text = text[:nl]
+                nl = text.find("\n") if single_line or cfg.line_stop else -1
+                if nl >= 0:  # a completion drops the newline; a line-stopped infill keeps it
+                    text = text[:nl] if single_line else text[: nl + 1]
                 now = time.perf_counter()
                 timings["denoise"] = (now - t2) * 1e3
                 timings["total"] = (now - t0) * 1e3
@@ -481,7 +495,7 @@ class Engine:
         """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]``."""
         last = None
         for item in self._complete_passes(text, offset, language, selection, max_tokens, seed, None, overrides,
-                                          mode, repair, uri):
+                                          mode, repair, uri, stream=False):
             last = item
         assert last is not None
         p, (pl, t) = last
@@ -505,7 +519,9 @@ class Engine:
         t1 = time.perf_counter()
         pl, plan_ms = self._plan(text, offset, selection, max_tokens, language, doc)
         cfg = self._config(pl.max_tokens, overrides)
-        cfg = cfg.with_(initial_canvas=max(1, min(pl.initial_canvas, cfg.max_tokens)))
+        # A single-line span's fill is cut at its first newline: stop denoising once that line is decided.
+        line_stop = overrides.get("line_stop", pl.single_line and mode == "insert")
+        cfg = cfg.with_(initial_canvas=max(1, min(pl.initial_canvas, cfg.max_tokens)), line_stop=line_stop)
         return DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, repair, uri,
                             {"parse": (t1 - t0) * 1e3, "plan": plan_ms})
 
@@ -555,6 +571,25 @@ class Engine:
         self.complete(doc, len(doc) - 2, language="python", max_tokens=16)
         return (time.perf_counter() - t) * 1e3
 
+    def compile(self) -> float:
+        """``torch.compile`` the per-pass step (``DiffusionLM.canvas_hidden``) with dynamic shapes, so any context
+        length, canvas size and batch runs without recompiling, then warm it up. Every engine sharing this model
+        uses the compiled step. Returns the seconds it took (about 30 s on this project's CPU; the pass is about
+        1.4x faster, BENCHMARKS.md). Results match the eager pass to float rounding, not bit for bit. Raises
+        RuntimeError (and keeps the eager step) when compiling fails, e.g. without a C++ compiler."""
+        if not isinstance(self.model, DiffusionLM) or self.is_ar:
+            raise RuntimeError("compile: only edit-engine diffusion checkpoints have a compiled pass")
+        model = self.model
+        eager = model.canvas_hidden
+        t = time.perf_counter()
+        model.canvas_hidden = torch.compile(eager, dynamic=True)  # type: ignore[method-assign]
+        try:
+            self.warm_up()
+        except Exception as e:  # the compiler runs lazily, at the first call
+            model.canvas_hidden = eager  # type: ignore[method-assign]
+            raise RuntimeError(f"torch.compile failed ({type(e).__name__}: {e}); running eager") from e
+        return time.perf_counter() - t
+
     def close_document(self, uri: str) -> None:
         """Forget what is cached for ``uri``: its syntax tree and its encoded context (an editor closed it)."""
         self.syntax_cache.close(uri)
@@ -591,18 +626,20 @@ class Engine:
     def _complete_passes(self, text: str, offset: int, language: str, selection: tuple[int, int] | None,
                          max_tokens: int | None, seed: int, should_stop: Callable[[], bool] | None,
                          overrides: dict[str, Any], mode: str, do_repair: bool, uri: str | None,
-                         ) -> Iterator[tuple[Pass, tuple[planner.Plan, dict[str, float]]]]:
-        """Plan, denoise, post-process, check and repair; yields every pass with (plan, timings so far)."""
+                         stream: bool = True) -> Iterator[tuple[Pass, tuple[planner.Plan, dict[str, float]]]]:
+        """Plan, denoise, post-process, check and repair; yields every pass with (plan, timings so far).
+        ``stream=False``: only the passes that end a round (the caller wants the last one)."""
         t0 = time.perf_counter()
         dp = self.plan_document(text, offset, language, selection, max_tokens, mode, do_repair, uri, **overrides)
         timings = {**dp.timings, "repair": 0.0}
-        for p in self._document_passes(dp, seed, should_stop, timings):
+        for p in self._document_passes(dp, seed, should_stop, timings, stream):
             timings["total"] = (time.perf_counter() - t0) * 1e3
             yield p, (dp.plan, dict(timings))
 
     def _document_passes(self, dp: DocumentPlan, seed: int, should_stop: Callable[[], bool] | None,
-                         timings: dict[str, float]) -> Iterator[Pass]:
-        """Run a planned document request; adds to ``timings`` (ms) as it goes."""
+                         timings: dict[str, float], stream: bool = True) -> Iterator[Pass]:
+        """Run a planned document request; adds to ``timings`` (ms) as it goes. ``stream=False`` skips the
+        post-processing and the yield of every pass but those that end a round (same results, less work)."""
         tok, pl, cfg = self.tokenizer, dp.plan, dp.cfg
         t2 = time.perf_counter()
         p_ids, s_ids = self._context(dp.prefix, dp.suffix)
@@ -615,13 +652,17 @@ class Engine:
                 prev: Step | None = None
                 fill = ""
                 for step in ar.ar_generate(self.model, tok, p_ids, s_ids, cfg.max_tokens, should_stop,
-                                        min_tokens=cfg.min_tokens, kv=kv):
-                    if prev is not None:
+                                           min_tokens=cfg.min_tokens, kv=kv,
+                                           line_end=self.line_end if cfg.line_stop else None):
+                    if prev is not None and stream:
                         yield Pass(prev.index, fill, prev.masked, False, prev.nfe, pl.start, pl.end)
                     prev = step
-                    fill = dp.finish(self._text(step))
+                    if stream:
+                        fill = dp.finish(self._text(step))
                 if prev is None or not prev.final:  # cancelled
                     return
+                if not stream:
+                    fill = dp.finish(self._text(prev))
                 timings["denoise"] = (time.perf_counter() - t4) * 1e3
                 yield Pass(prev.index, fill, 0, True, prev.nfe, pl.start, pl.end, prev.stop_reason)
             return
@@ -630,7 +671,7 @@ class Engine:
             timings.update(tokenize=(t3 - t2) * 1e3, context=(t4 - t3) * 1e3)
             st = _Rounds()
             init = self._rewrite_canvas(dp, cache, st) if dp.rewrite else None
-            yield from self._rounds(dp, cache, init, st, seed, should_stop, timings)
+            yield from self._rounds(dp, cache, init, st, seed, should_stop, timings, stream)
 
     def _rewrite_canvas(self, dp: DocumentPlan, cache: ContextCache, st: _Rounds) -> torch.Tensor | None:
         """Rewrite mode's first canvas: the selection's tokens, the least likely of them masked (one scoring
@@ -649,22 +690,29 @@ class Engine:
         return canvas
 
     def _rounds(self, dp: DocumentPlan, cache: ContextCache, init: torch.Tensor | None, st: _Rounds, seed: int,
-                should_stop: Callable[[], bool] | None, timings: dict[str, float]) -> Iterator[Pass]:
+                should_stop: Callable[[], bool] | None, timings: dict[str, float],
+                stream: bool = True) -> Iterator[Pass]:
         """Denoising rounds from ``init`` (None: an empty canvas) until the fill checks out or the repair rounds
-        run out; then the final pass (the best fill). Returns without one when cancelled."""
+        run out; then the final pass (the best fill). Returns without one when cancelled. ``stream=False``:
+        only a round's last pass is post-processed and the in-between passes are not yielded."""
         tok, pl = self.tokenizer, dp.plan
         t_round = time.perf_counter()
         while True:
             last: Step | None = None
             fill = ""
-            for step in denoise(self.model, cache, dp.cfg, tok.pad_id, tok.mask_id, seed, should_stop, init):
+            for step in denoise(self.model, cache, dp.cfg, tok.pad_id, tok.mask_id, seed, should_stop, init,
+                                line_end=self.line_end if dp.cfg.line_stop else None):
                 if last is not None:  # hold each pass back one step: only the very last one is final
-                    yield Pass(st.index, fill, last.masked, False, st.nfe + last.nfe, pl.start, pl.end)
+                    if stream:
+                        yield Pass(st.index, fill, last.masked, False, st.nfe + last.nfe, pl.start, pl.end)
                     st.index += 1
                 last = step
-                fill = dp.finish(self._text(step))
+                if stream:
+                    fill = dp.finish(self._text(step))
             if last is None or not last.final:  # cancelled
                 return
+            if not stream:
+                fill = dp.finish(self._text(last))
             st.nfe += last.nfe
             key = "denoise" if st.rounds == 0 else "repair"
             timings[key] = timings.get(key, 0.0) + (time.perf_counter() - t_round) * 1e3

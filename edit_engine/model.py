@@ -186,14 +186,14 @@ class DiffusionLM(nn.Module):
 
     # ------------------------------------------------------------------ shared pieces
     def _qkv(
-        self, b: Block, x: torch.Tensor, pos: torch.Tensor
+        self, b: Block, x: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x (B, T, D), pos (B, T) -> q, k, v each (B, H, T, hd), rotary applied to q and k."""
+        """x (B, T, D), rot = (cos, sin) (B, T, hd/2) in x's dtype -> q, k, v each (B, H, T, hd), rotary
+        applied to q and k."""
         bsz, t, _ = x.shape
         h, hd = self.cfg.n_heads, self.cfg.head_dim
         q, k, v = b.wqkv(x).view(bsz, t, 3, h, hd).unbind(2)  # each (B, T, H, hd)
-        cos, sin = kernels.rotary_tables(pos, hd, self.cfg.rope_theta)  # (B, T, hd/2)
-        q, k = kernels.apply_rotary(q, k, cos.to(x.dtype), sin.to(x.dtype))
+        q, k = kernels.apply_rotary(q, k, rot[0], rot[1])
         return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
     def _run(
@@ -208,8 +208,10 @@ class DiffusionLM(nn.Module):
         norms = [b.attn_norm for b in blocks[1:]] + [self.final_norm]  # the norm after each block
         res = x
         h = kernels.rms_norm(x, blocks[0].attn_norm, eps)
+        cos, sin = kernels.rotary_tables(pos, self.cfg.head_dim, self.cfg.rope_theta)  # (B, T, hd/2), once
+        rot = (cos.to(x.dtype), sin.to(x.dtype))
         for i, b in enumerate(blocks):
-            q, k, v = self._qkv(b, h, pos)
+            q, k, v = self._qkv(b, h, rot)
             a = b.wo(attend(i, q, k, v).transpose(1, 2).reshape(x.shape))
             h, res = kernels.add_rms_norm(res, a, b.mlp_norm, eps)
             h, res = kernels.add_rms_norm(res, b.mlp(h), norms[i], eps)

@@ -21,6 +21,12 @@ it grows and the next pass decides again over the new slots. Deciding the length
 distribution, is what keeps fills from collapsing to empty (pads winning slot by slot) or running on (pads never
 winning). With ``pad_threshold = 0`` pads are committed slot by slot like any token.
 
+Line stop (``line_stop``, for single-line completions, whose fill is cut at its first newline anyway): the run
+ends as soon as every slot up to and including the first committed token that holds a newline is decided
+(``line_end``: which token ids hold one). Until then the passes are the same as without the rule, and a
+committed slot never changes, so the first line is exactly the one the full run would give, in fewer passes.
+The stop reason is ``line``.
+
 The loop keeps canvas, mask and scores as tensors: per pass there is one host read (is anything still masked?)
 and no Python loop over positions. It counts forward passes (nfe).
 
@@ -32,8 +38,10 @@ sampler must produce exactly the same tokens (tested).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
 import torch
 
@@ -58,6 +66,7 @@ class SamplerConfig:
     pad_rules: bool = True  # pads only at the tail (see module doc)
     min_tokens: int = 1  # the fill has at least this many real tokens (pad forbidden in the first slots)
     pad_threshold: float = 0.5  # length rule (module doc): fill length from the first pass's pad probabilities
+    line_stop: bool = False  # single-line fills: end once the first line is decided (module doc, "Line stop")
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -80,6 +89,24 @@ class SamplerConfig:
     def with_(self, **kw: object) -> SamplerConfig:
         return replace(self, **kw)  # type: ignore[arg-type]
 
+    @classmethod
+    def for_checkpoint(cls, path: str | Path | None) -> SamplerConfig:
+        """The checkpoint's own operating point: ``sampler.json`` beside its weights (fields of this class, as
+        measured for that model, e.g. by ``scripts/sweep_commit.py``), else the defaults."""
+        f = Path(path) / SAMPLER_FILE if path is not None else None
+        if f is None or not f.is_file():
+            return cls()
+        raw = json.loads(f.read_text())
+        known = {x.name for x in fields(cls)}
+        kw = {k: v for k, v in raw.items() if not k.startswith("_")}
+        unknown = sorted(set(kw) - known)
+        if unknown:
+            raise ValueError(f"{f}: unknown sampler settings {unknown}")
+        return cls(**kw)
+
+
+SAMPLER_FILE = "sampler.json"
+
 
 @dataclass
 class Step:
@@ -90,7 +117,8 @@ class Step:
     masked: int  # undecided slots: still masked, or not yet opened by canvas growth (never rises)
     nfe: int  # forward passes so far
     final: bool
-    stop_reason: str  # "" while running; "complete" (a pad ended the fill) or "length" (max_tokens reached)
+    stop_reason: str  # "" while running; "complete" (a pad ended the fill), "length" (max_tokens reached) or
+    # "line" (line stop: the first line is decided)
 
 
 def _pad_banned(canvas: torch.Tensor, masked: torch.Tensor, pad_id: int, cfg: SamplerConfig,
@@ -170,6 +198,18 @@ def commit_pass(
         _propagate_pads(canvas, masked, pad_id)
 
 
+def newline_tokens(decode: Callable[[list[int]], str], vocab_size: int) -> torch.Tensor:
+    """(V,) bool: the token ids whose text holds a newline (the line stop's table)."""
+    return torch.tensor(["\n" in decode([i]) for i in range(vocab_size)], dtype=torch.bool)
+
+
+def line_decided(canvas: torch.Tensor, masked: torch.Tensor, line_end: torch.Tensor) -> torch.Tensor:
+    """(B,) long, 1 where the fill's first line is decided: some token holding a newline is committed and every
+    slot before it is too. No host read."""
+    decided = (~masked).long().cumprod(-1).bool()  # (B, C): slots with nothing masked at or before them
+    return (decided & line_end.to(canvas.device)[canvas]).any(-1).long()
+
+
 def _grown(size: int, cfg: SamplerConfig) -> int:
     return min(cfg.max_tokens, size * 2)
 
@@ -193,14 +233,18 @@ def denoise(
     seed: int = 0,
     should_stop: Callable[[], bool] | None = None,
     init: torch.Tensor | None = None,
+    line_end: torch.Tensor | None = None,
 ) -> Iterator[Step]:
     """The fast sampler: yields a Step after every pass; the last has ``final=True``.
 
     ``cache`` must have room for ``cfg.max_tokens`` canvas slots. ``init`` (C,) starts from a partly decided
     canvas (repair, rewrite): slots holding the mask id are denoised, the others are kept. Closing the
-    generator or ``should_stop()`` returning True stops the work before the next pass.
+    generator or ``should_stop()`` returning True stops the work before the next pass. ``line_end`` (V,) bool:
+    the token ids that hold a newline (``newline_tokens``); required by ``cfg.line_stop``.
     """
     dev = model.device
+    if cfg.line_stop and line_end is None:
+        raise ValueError("line_stop needs line_end (sampler.newline_tokens)")
     gen = torch.Generator(device=dev).manual_seed(seed) if cfg.temperature > 0 else None
     if init is not None:
         canvas = init.to(dev, torch.long).reshape(1, -1).expand(cache.batch, -1).clone()
@@ -241,9 +285,15 @@ def denoise(
             logits = model.canvas_logits(canvas, cache)  # (B, C, V)
             commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban)
         nfe += 1
-        n_masked = int(masked.sum())  # the one host read per pass
+        if cfg.line_stop:
+            assert line_end is not None
+            n_masked, line_done = torch.stack([masked.sum(), line_decided(canvas, masked, line_end)[0]]).tolist()
+        else:
+            n_masked, line_done = int(masked.sum()), 0  # the one host read per pass
         stop = ""
-        if n_masked == 0:
+        if line_done:
+            stop = "line"
+        elif n_masked == 0:
             has_pad = bool((canvas == pad_id).any())
             if has_pad:
                 stop = "complete"

@@ -22,17 +22,26 @@ import sys
 import time
 from typing import Any
 
-# (score, threshold, pad_threshold): the commit policy, and the length rule's threshold (sampler module doc).
-POLICIES: list[tuple[str, float, float]] = [
-    ("confidence", 1.01, 0.5),  # one slot per pass: the most confident (no parallelism)
-    ("confidence", 0.9, 0.5),
-    ("confidence", 0.7, 0.5),
-    ("confidence", 0.5, 0.5),
-    ("margin", 0.7, 0.5),
-    ("entropy", 0.7, 0.5),
-    ("confidence", 0.9, 0.3),
-    ("confidence", 0.9, 0.2),
-    ("confidence", 0.9, 0.7),
+# (score, threshold, pad_threshold, min_commit): the commit policy (threshold, and the floor of slots committed
+# per pass), and the length rule's threshold (sampler module doc).
+POLICIES: list[tuple[str, float, float, int]] = [
+    ("confidence", 1.01, 0.5, 1),  # one slot per pass: the most confident (no parallelism)
+    ("confidence", 0.9, 0.5, 1),
+    ("confidence", 0.7, 0.5, 1),
+    ("confidence", 0.5, 0.5, 1),
+    ("margin", 0.7, 0.5, 1),
+    ("entropy", 0.7, 0.5, 1),
+    ("confidence", 0.9, 0.3, 1),
+    ("confidence", 0.9, 0.2, 1),
+    ("confidence", 0.9, 0.7, 1),
+    # the floor: at least k slots per pass, the k most confident, whatever their confidence
+    ("confidence", 0.9, 0.5, 2),
+    ("confidence", 0.9, 0.5, 3),
+    ("confidence", 0.9, 0.5, 4),
+    ("confidence", 0.9, 0.5, 6),
+    ("confidence", 0.9, 0.5, 8),
+    ("confidence", 0.9, 0.5, 16),
+    ("margin", 0.9, 0.5, 4),
 ]
 
 
@@ -73,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--only-floors", action="store_true", help="only the rows with a floor above one")
+    ap.add_argument("--no-line-stop", action="store_true",
+                    help="denoise whole fills (the line scored is the same; only passes and time differ)")
     a = ap.parse_args(argv)
     from edit_engine import Engine
 
@@ -80,16 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     cases = holes(a.n)
     eng.infill(cases[0][0], cases[0][1])  # warm-up
     rows: list[dict[str, Any]] = []
-    print(f"{'score':<11}{'threshold':>10}{'pad thr':>8}{'exact':>8}{'prefix acc':>12}{'nfe/token':>11}{'ms/fill':>9}"
+    print(f"{'score':<11}{'threshold':>10}{'pad thr':>8}{'floor':>6}{'exact':>8}{'prefix acc':>12}{'nfe/token':>11}{'ms/fill':>9}"
           f"{'empty':>7}", flush=True)
-    for score, thr, pthr in POLICIES:
+    for score, thr, pthr, floor in POLICIES:
+        if a.only_floors and floor == 1:
+            continue
         exact = acc = 0.0
         nfe = toks = 0
         empty = 0
         ms: list[float] = []
         for pre, suf, line in cases:
             t = time.perf_counter()
-            r = eng.infill(pre, suf, max_tokens=64, score=score, threshold=thr, pad_threshold=pthr)
+            r = eng.infill(pre, suf, max_tokens=64, score=score, threshold=thr, pad_threshold=pthr,
+                          min_commit=floor, line_stop=not a.no_line_stop)
             ms.append((time.perf_counter() - t) * 1000)
             fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
             exact += fill == line
@@ -98,12 +113,13 @@ def main(argv: list[str] | None = None) -> int:
             toks += r.tokens
             empty += not r.text.strip()
         n = len(cases)
-        row = {"score": score, "threshold": thr, "pad_threshold": pthr, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
+        row = {"score": score, "threshold": thr, "pad_threshold": pthr, "min_commit": floor, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
                "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n}
         rows.append(row)
-        print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
+        print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
               f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}", flush=True)
-    res = {"model": str(eng.path), "n": len(cases), "rows": rows, "command": " ".join(sys.argv)}
+    res = {"model": str(eng.path), "n": len(cases), "line_stop": not a.no_line_stop, "rows": rows,
+           "command": " ".join(sys.argv)}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=2)

@@ -116,3 +116,49 @@ def test_packaged_model_fills_offline(packaged_engine: Engine) -> None:
     assert r.tokens >= 1 and r.text, r  # min_tokens=1: a completion request never comes back empty
     assert 1 <= r.nfe <= 32 and r.stop_reason in ("complete", "length")
     assert edit_engine.infill("x = [1, 2, 3]\ny = len(", ")\n", max_tokens=8).nfe >= 1
+
+
+@pytest.mark.parametrize("cursor", ["    total = su", "    for name in ", "    return os.path.join(root, "])
+def test_single_line_completion_stops_at_its_line(packaged_engine: Engine, cursor: str) -> None:
+    """A single-line plan turns on the sampler's line stop: the same completion as denoising the whole canvas,
+    in no more passes."""
+    before = "import os\n\n\ndef walk(root):\n    names = os.listdir(root)\n"
+    doc = before + cursor + "\n    print(names)\n"
+    off = len(before + cursor)
+    plan = packaged_engine.plan_document(doc, off)
+    assert plan.plan.single_line and plan.cfg.line_stop
+    fast = packaged_engine.complete(doc, off, repair=False)
+    full = packaged_engine.complete(doc, off, repair=False, line_stop=False)
+    assert fast.text == full.text
+    assert fast.nfe <= full.nfe
+
+
+@pytest.mark.parametrize("cursor", ["    total = su", "    if names:", "    "])
+def test_complete_equals_the_streams_last_pass(packaged_engine: Engine, cursor: str) -> None:
+    """``complete`` skips post-processing the passes nobody sees; its edit is still the stream's last one."""
+    before = "import os\n\n\ndef walk(root):\n    names = os.listdir(root)\n"
+    doc = before + cursor + "\n    print(names)\n"
+    off = len(before + cursor)
+    passes = list(packaged_engine.stream_complete(doc, off))
+    c = packaged_engine.complete(doc, off)
+    last = passes[-1]
+    assert last.final
+    assert (c.text, c.passes, c.nfe, c.stop_reason, c.start, c.end) == (
+        last.text, last.index + 1, last.nfe, last.stop_reason, last.start, last.end)
+
+
+@pytest.mark.slow
+def test_compiled_pass_gives_the_same_fills(tiny_model, tiny_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """``Engine.compile`` (opt-in, serve --compile 1, bench --compile): the same fills as the eager pass."""
+    import copy
+
+    eager = Engine(tiny_model, tiny_tokenizer)
+    compiled = Engine(copy.deepcopy(tiny_model), tiny_tokenizer)
+    assert compiled.compile() > 0
+    assert "canvas_hidden" in vars(compiled.model) and "canvas_hidden" not in vars(eager.model)
+    docs = ["def f(x):\n    return x + ", "import os\n\nfor name in os.listdir('.'):\n    ", "x = [1, 2, "]
+    for d in docs:
+        for n in (8, 16, 24):  # canvas sizes and context lengths change without a recompile
+            a = eager.infill(d, "\n", max_tokens=n)
+            b = compiled.infill(d, "\n", max_tokens=n)
+            assert (a.text, a.nfe) == (b.text, b.nfe)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edit_engine.model import DiffusionLM
-from edit_engine.sampler import SamplerConfig, denoise, reference_denoise
+from edit_engine.sampler import SamplerConfig, denoise, line_decided, newline_tokens, reference_denoise
 from edit_engine.tokenizer import Tokenizer
 
 CONTEXT = st.lists(st.integers(3, 511), max_size=24)
@@ -38,6 +38,73 @@ def test_stream_invariants(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer, p
         assert torch.equal(b.tokens[:n][committed], a.tokens[committed]), "a committed token was rewritten"
     assert mask not in steps[-1].tokens.tolist()
     assert len(steps[-1].tokens) <= mx
+
+
+def _line_end(model: DiffusionLM, tok: Tokenizer) -> torch.Tensor:
+    table = newline_tokens(tok.decode, tok.vocab_size)
+    return torch.cat([table, torch.zeros(model.cfg.vocab_size - len(table), dtype=torch.bool)])
+
+
+SOURCE = __import__("inspect").getsource(__import__("textwrap"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(cut=st.integers(200, len(SOURCE) - 200), gap=st.integers(0, 120), thr=st.sampled_from([0.5, 0.9, 2.0]),
+       temp=st.sampled_from([0.0, 0.7]), init=st.sampled_from([4, 8, 16]), mx=st.sampled_from([16, 24]),
+       seed=st.integers(0, 99))
+def test_line_stop_gives_the_full_runs_first_line(packaged_engine, cut, gap, thr, temp, init, mx, seed) -> None:
+    """The line stop ends the run early, and only that: its passes are the full run's, and the first line of
+    the fill is the full run's first line. (The packaged model: real code in, newlines out.)"""
+    model, tok = packaged_engine.model, packaged_engine.tokenizer
+    p, s = tok.encode(SOURCE[:cut])[-200:], tok.encode(SOURCE[cut + gap :])[:60]
+    cfg = SamplerConfig(threshold=thr, temperature=temp, initial_canvas=init, max_tokens=mx)
+    full = _run(model, tok, p, s, cfg, seed)
+    cache = model.encode_context([p], [s], capacity=mx)
+    short = list(denoise(model, cache, cfg.with_(line_stop=True), tok.pad_id, tok.mask_id, seed,
+                         line_end=_line_end(model, tok)))
+    k = len(short)
+    assert k <= len(full) and short[-1].final and not any(x.final for x in short[:-1])
+    assert [x.tokens.tolist() for x in short] == [x.tokens.tolist() for x in full[:k]]
+    assert [x.nfe for x in short] == [x.nfe for x in full[:k]]
+    last = tok.decode(short[-1].tokens.tolist())
+    if short[-1].stop_reason == "line":
+        assert "\n" in last
+        assert last.split("\n")[0] == tok.decode(full[-1].tokens.tolist()).split("\n")[0]
+    else:  # no line was decided before the fill ended: the same run
+        assert k == len(full) and short[-1].stop_reason == full[-1].stop_reason
+
+
+def test_line_stop_happens(packaged_engine) -> None:
+    """The property above is not vacuous: on real code the packaged model's fills do stop at a line."""
+    model, tok = packaged_engine.model, packaged_engine.tokenizer
+    reasons, saved = [], 0
+    for cut in range(1000, len(SOURCE) - 500, 997):
+        p, s = tok.encode(SOURCE[:cut])[-200:], tok.encode(SOURCE[cut + 40 :])[:60]
+        cfg = SamplerConfig(max_tokens=24)
+        full = _run(model, tok, p, s, cfg)
+        cache = model.encode_context([p], [s], capacity=24)
+        short = list(denoise(model, cache, cfg.with_(line_stop=True), tok.pad_id, tok.mask_id,
+                             line_end=_line_end(model, tok)))
+        reasons.append(short[-1].stop_reason)
+        saved += full[-1].nfe - short[-1].nfe
+    assert reasons.count("line") >= 3, reasons
+    assert saved > 0
+
+
+def test_line_decided_needs_every_slot_before_the_newline() -> None:
+    nl = torch.tensor([False, False, True, False])  # token 2 holds a newline; 3 is the mask
+    canvas = torch.tensor([[0, 3, 2, 1], [0, 1, 2, 3], [1, 1, 1, 1]])
+    masked = canvas == 3
+    assert line_decided(canvas, masked, nl).tolist() == [0, 1, 0]
+
+
+def test_line_stop_needs_its_table(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
+    import pytest
+
+    cache = tiny_model.encode_context([[5, 6]], [[7]], capacity=8)
+    with pytest.raises(ValueError, match="line_end"):
+        next(denoise(tiny_model, cache, SamplerConfig(line_stop=True, max_tokens=8), tiny_tokenizer.pad_id,
+                     tiny_tokenizer.mask_id))
 
 
 @settings(max_examples=20, deadline=None)

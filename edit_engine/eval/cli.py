@@ -33,11 +33,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--oracle-length", action="store_true",
                    help="give the model the true hole length in tokens (leaks the answer; papers mark it)")
     p.add_argument("--threshold", type=float, help="sampler confidence threshold")
+    p.add_argument("--min-commit", type=int, help="sampler floor: slots committed per pass at least")
+    p.add_argument("--score", choices=("confidence", "margin", "entropy"), help="sampler commit score")
     fill = p.add_mutually_exclusive_group()
     fill.add_argument("--canonical", action="store_true", help="self-test: fill with the canonical solutions")
     fill.add_argument("--empty", action="store_true", help="floor: fill every hole with the empty string")
     p.add_argument("--no-truncate", action="store_true",
                    help="score single-line benchmarks on the raw fill instead of its first line")
+    p.add_argument("--no-line-stop", action="store_true",
+                   help="single-line benchmarks: denoise the whole fill instead of stopping once its first line "
+                        "is decided (the scored line is the same; only the passes differ)")
     p.add_argument("--timeout", type=float, default=3.0, help="CPU seconds per program (default 3)")
     p.add_argument("--workers", type=int, default=2, help="programs run at once (default 2)")
     p.add_argument("--corpus", nargs="+", help="context gap: corpus roots (default: the checkpoint's own)")
@@ -73,8 +78,13 @@ def _eval(a: argparse.Namespace) -> int:
         from ..engine import Engine
 
         engine = Engine.load(a.model, threads=a.threads or None)
-        overrides = {} if a.threshold is None else {"threshold": a.threshold}
-        filler, kind = model_filler(engine, oracle=a.oracle_length, **overrides), "model"
+        overrides: dict[str, float | int | str] = {} if a.threshold is None else {"threshold": a.threshold}
+        if a.min_commit is not None:
+            overrides["min_commit"] = a.min_commit
+        if a.score is not None:
+            overrides["score"] = a.score
+        line_stop = not (a.no_line_stop or a.no_truncate)
+        filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
         model_name = str(engine.path or "")
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
 

@@ -47,12 +47,16 @@ def empty_filler(task: Task) -> Fill:
     return Fill("")
 
 
-def model_filler(engine: Engine, oracle: bool = False, **overrides: Any) -> Filler:
+def model_filler(engine: Engine, oracle: bool = False, line_stop: bool = True, **overrides: Any) -> Filler:
     """Fills from ``engine.infill``. Oracle length: the fill has exactly the true hole's token count (canvas of
-    that size, pads forbidden); an empty true hole is answered with "" without a model call."""
+    that size, pads forbidden); an empty true hole is answered with "" without a model call. ``line_stop``:
+    single-line tasks end denoising once the fill's first line is decided (the sampler's line stop; the line
+    scored is the same, the fill is cut after its newline, and the counters are the passes actually run)."""
 
     def fill(task: Task) -> Fill:
         kw = dict(overrides)
+        if line_stop and task.single_line:
+            kw.setdefault("line_stop", True)
         max_tokens = None
         if oracle:
             n = len(engine.tokenizer.encode(task.canonical))

@@ -62,6 +62,11 @@ def create_app(settings: Settings, engine: Engine | None = None,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         eng = engine or Engine.load(settings.model, device=settings.device, threads=settings.threads or None)
         if engine is None:  # a server we loaded: warm it before the socket opens, so no user waits for it
+            if settings.compile:
+                try:
+                    log.info("compiled the per-pass step in %.0f s", eng.compile())
+                except RuntimeError as e:
+                    log.warning("%s", e)
             log.info("warm-up took %.0f ms", eng.warm_up())
         service = Service(settings, eng, Metrics(), before_pass)
         app.state.service = service

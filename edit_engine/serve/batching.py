@@ -43,7 +43,7 @@ import torch
 
 from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass
 from ..model import ContextCache
-from ..sampler import SamplerConfig, commit_pass, decide_length, grow_canvas
+from ..sampler import SamplerConfig, commit_pass, decide_length, grow_canvas, line_decided
 from .metrics import Metrics
 
 
@@ -54,7 +54,7 @@ class LastPass:
     tokens: torch.Tensor  # (C,) the canvas
     index: int  # the pass's index
     nfe: int  # forward passes so far
-    stop_reason: str  # complete | length
+    stop_reason: str  # complete | length | line
     context: Callable[[], ContextCache]  # the job's encoded context, room for max_tokens slots (copied on call)
 
 
@@ -89,6 +89,7 @@ class JobSpec:
     single_line: bool = False  # cut the fill at its first newline (the planner's in-line spans)
     seed: int = 0
     overrides: dict[str, Any] = field(default_factory=dict)  # SamplerConfig fields
+    cfg: SamplerConfig | None = None  # the whole sampler setting (a document plan's); overrides the three above
     stable: bool = False  # also report the committed leading text (for append-only streams)
     # Document requests (Engine.plan_document):
     transform: Callable[[str], str] | None = None  # each pass's text goes through this (post-processing)
@@ -106,7 +107,7 @@ class JobPass:
     masked: int
     final: bool
     nfe: int
-    stop_reason: str  # on the final pass: complete | length
+    stop_reason: str  # on the final pass: complete | length | line
     stable: str | None = None  # committed tokens before the first masked slot (only if JobSpec.stable)
     start: int = 0  # character offsets of the replaced span (document requests)
     end: int = 0
@@ -234,9 +235,12 @@ class Scheduler:
         eng = self.engine
         if len(spec.prefix) + len(spec.suffix) > MAX_DOCUMENT_CHARS:
             raise ValueError("document too large")
-        cfg = eng._config(spec.max_tokens, dict(spec.overrides))  # same clamping as Engine.stream
-        if spec.initial_canvas is not None:
-            cfg = cfg.with_(initial_canvas=max(1, min(spec.initial_canvas, cfg.max_tokens)))
+        if spec.cfg is not None:
+            cfg = spec.cfg
+        else:
+            cfg = eng._config(spec.max_tokens, dict(spec.overrides))  # same clamping as Engine.stream
+            if spec.initial_canvas is not None:
+                cfg = cfg.with_(initial_canvas=max(1, min(spec.initial_canvas, cfg.max_tokens)))
         p_ids, s_ids = eng._context(spec.prefix, spec.suffix)
         job = Job(next(self._ids), loop, spec, cfg, p_ids, s_ids)
         with self._cond:
@@ -485,13 +489,20 @@ class Scheduler:
                 a.open_from = None
             commit_pass(row, a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen, a.length_ban)
             a.nfe += 1
-        # One host read for the whole batch: masked counts and whether a pad was committed, per row.
-        stats = torch.stack([torch.stack([a.masked.sum(), (a.canvas == tok.pad_id).any().long()]) for a in act])
+        # One host read for the whole batch, per row: masked count, whether a pad was committed, and whether the
+        # first line is decided (the sampler's line stop, for rows that ask for it).
+        line_end = self.engine.line_end if any(a.job.cfg.line_stop for a in act) else None
+        stats = torch.stack([torch.stack([
+            a.masked.sum(), (a.canvas == tok.pad_id).any().long(),
+            line_decided(a.canvas, a.masked, line_end)[0] if line_end is not None and a.job.cfg.line_stop
+            else a.masked.sum() * 0]) for a in act])
         done: list[_Active] = []  # finished here
         gone: list[_Active] = []  # out of the batch for another reason (continuation, error)
-        for a, (n_masked, has_pad) in zip(act, stats.tolist(), strict=True):
+        for a, (n_masked, has_pad, line_done) in zip(act, stats.tolist(), strict=True):
             stop = ""
-            if n_masked == 0:
+            if line_done:
+                stop = "line"
+            elif n_masked == 0:
                 if has_pad:
                     stop = "complete"
                 elif a.size >= a.job.cfg.max_tokens:

@@ -68,6 +68,7 @@ class TrainConfig:
     objective: str = "diffusion"  # diffusion | ar (the autoregressive baseline, same network and data)
     workers: int = 0  # data-loader processes (0 = build batches in the training process)
     tokenizer: str = ""  # reuse this tokenizer.json instead of training one (e.g. the packaged model's)
+    init: str = ""  # start from this checkpoint directory's weights and tokenizer (fresh optimizer; lineage kept)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -207,6 +208,10 @@ def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
 
 def _tokenizer(cfg: TrainConfig, files: list[corpus.CorpusFile], out: Path) -> Tokenizer:
     path = out / "tokenizer.json"
+    if cfg.init and not path.is_file():
+        tok = Tokenizer.from_file(Path(cfg.init) / "tokenizer.json")
+        tok.save(path)
+        return tok
     if cfg.tokenizer:
         tok = Tokenizer.from_file(cfg.tokenizer)
         tok.save(path)
@@ -227,6 +232,22 @@ def _tokenizer(cfg: TrainConfig, files: list[corpus.CorpusFile], out: Path) -> T
     tok = Tokenizer.train(texts, vocab_size=cfg.vocab_size)
     tok.save(path)
     return tok
+
+
+def _warm_start(model: DiffusionLM, cfg: TrainConfig) -> tuple[int, int, float, list[dict[str, Any]],
+                                                                 list[dict[str, Any]]]:
+    """Load ``cfg.init``'s weights into ``model``; return its step, tokens, minutes, history and lineage."""
+    ck = checkpoint.load(cfg.init, device=cfg.device)
+    if ck.model.cfg.to_dict() != model.cfg.to_dict():
+        raise SystemExit(f"--init {cfg.init}: its model config differs from preset {cfg.preset!r}")
+    model.load_state_dict(ck.model.state_dict())
+    rec: dict[str, Any] = {}
+    path = Path(cfg.init) / "training.json"
+    if path.is_file():
+        rec = json.loads(path.read_text())
+    lineage = list(rec.get("lineage", []))
+    return (int(rec.get("step", 0)), int(rec.get("tokens_seen", 0)), float(rec.get("wall_minutes", 0.0)) * 60,
+            list(rec.get("history", [])), lineage)
 
 
 def _log(out: Path, row: dict[str, Any]) -> None:
@@ -262,13 +283,22 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     state_path = out / "resume.pt"
     step, tokens_seen, elapsed_prev = 0, 0, 0.0
     history: list[dict[str, Any]] = []
+    lineage: list[dict[str, Any]] = []
+    origin = (0, 0.0)  # (step, seconds) where this schedule's warmup and cosine start (a warm start moves it)
     if resume and state_path.is_file():
         st = torch.load(state_path, map_location=cfg.device, weights_only=False)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
         step, tokens_seen, elapsed_prev = st["step"], st["tokens_seen"], st["elapsed"]
         history = st.get("history", [])
+        lineage = st.get("lineage", [])
+        origin = tuple(st.get("origin", origin))  # type: ignore[assignment]
         print(f"resumed at step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min", file=sys.stderr)
+    elif cfg.init:
+        step, tokens_seen, elapsed_prev, history, lineage = _warm_start(model, cfg)
+        print(f"initialised from {cfg.init} (step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min); "
+              "fresh optimizer", file=sys.stderr)
+        origin = (step, elapsed_prev)
     train_files = [f for f in files if f.split == "train"]
     val_files = [f for f in files if f.split == "val"]
     max_canvas = min(MAX_HOLE, mcfg.max_canvas)
@@ -303,12 +333,16 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
 
     def snapshot(final: bool = False) -> None:
         elapsed = elapsed_prev + time.time() - t0
+        segment = {"steps": f"{start_step}-{step}", "command": record_base["command"],
+                   "minutes": round((elapsed - elapsed_prev) / 60, 1), "tokens": tokens_seen,
+                   "start": "init " + cfg.init if cfg.init and start_step == origin[0] else "resume"}
+        lineage_now = [*lineage, segment]
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
                     "tokens_seen": tokens_seen, "elapsed": elapsed, "history": history,
-                    "config": asdict(cfg)}, out / "resume.pt.tmp")
+                    "lineage": lineage_now, "origin": list(origin), "config": asdict(cfg)}, out / "resume.pt.tmp")
         os.replace(out / "resume.pt.tmp", state_path)
         rec = {**record_base, "step": step, "tokens_seen": tokens_seen, "wall_minutes": elapsed / 60,
-               "history": history, "final": final}
+               "history": history, "final": final, "lineage": lineage_now}
         checkpoint.save(out / "checkpoint", model, tok, rec)
 
     while True:
@@ -317,8 +351,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             break
         if now - t0 >= budget_s:
             break
-        progress = (elapsed_prev + now - t0) / sched_s if sched_s > 0 else (step / max(1, cfg.steps))
-        lr = lr_at(cfg, step, progress)
+        progress = ((elapsed_prev + now - t0 - origin[1]) / sched_s if sched_s > 0
+                    else ((step - origin[0]) / max(1, cfg.steps)))
+        lr = lr_at(cfg, step - origin[0], progress)
         for g in opt.param_groups:
             g["lr"] = lr
         b = next(batches)

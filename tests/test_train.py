@@ -1,0 +1,87 @@
+"""``edit-engine train`` end to end on a small corpus: a run, a resume that continues it, and a warm start
+(``--init``) from a checkpoint whose resume state is gone."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import random
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from edit_engine import checkpoint
+from edit_engine.cli import main
+from edit_engine.model import PRESETS
+from edit_engine.train import corpus
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("corpus")
+    chunks = []
+    for m in (random, json.decoder, json.encoder, textwrap, inspect):
+        src = inspect.getsource(m)
+        chunks += [src[j : j + 3000] for j in range(0, len(src), 3000) if len(src[j : j + 3000]) > 200]
+    # Names chosen so that the path-hash split puts two files in validation and the rest in training.
+    names = (f"part{k}.py" for k in range(10_000))
+    val = [n for n in names if corpus.CorpusFile(Path(n), n, 0, "").split == "val"][:2]
+    train = [n for n in (f"part{k}.py" for k in range(10_000)) if n not in val]
+    for name, text in zip(val + train, chunks, strict=False):
+        (d / name).write_text(text)
+    return d
+
+
+def _train(out: Path, corpus_dir: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+    argv = ["train", "--out", str(out), "--corpus", str(corpus_dir), "--preset", "tiny", "--batch-size", "2",
+            "--train-prefix", "48", "--train-suffix", "24", "--threads", "1", "--warmup-steps", "2", *extra]
+    assert main(argv) == 0
+    return json.loads((out / "checkpoint" / "training.json").read_text())
+
+
+def test_train_resume_and_init(tmp_path: Path, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A small tokenizer: the tiny preset's vocabulary.
+    from edit_engine.train import loop
+
+    real = loop.TrainConfig.__init__
+
+    def small_vocab(self: loop.TrainConfig, *a: object, **kw: object) -> None:
+        kw.setdefault("vocab_size", PRESETS["tiny"].vocab_size)
+        kw.setdefault("tokenizer_mb", 0.05)
+        real(self, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop.TrainConfig, "__init__", small_vocab)
+
+    run = tmp_path / "run"
+    rec = _train(run, corpus_dir, "--steps", "3")
+    assert rec["step"] == 3 and rec["final"] and rec["tokens_seen"] > 0
+    assert rec["lineage"][-1]["steps"] == "0-3"
+    ck = checkpoint.load(run / "checkpoint")
+    assert ck.model.cfg.to_dict() == {**PRESETS["tiny"].to_dict()}
+
+    rec = _train(run, corpus_dir, "--steps", "2", "--resume")
+    assert rec["step"] == 5
+    assert [seg["steps"] for seg in rec["lineage"]] == ["0-3", "3-5"]
+    assert len(rec["history"]) == 2  # one validation row per run, kept across the resume
+
+    # Warm start: the resume state is gone, only the (bf16) checkpoint is left.
+    warm = tmp_path / "warm"
+    before = checkpoint.load(run / "checkpoint").model.state_dict()
+    rec = _train(warm, corpus_dir, "--steps", "1", "--init", str(run / "checkpoint"), "--lr", "0")
+    assert rec["step"] == 6 and rec["tokens_seen"] > 0
+    assert [seg["steps"] for seg in rec["lineage"]] == ["0-3", "3-5", "5-6"]
+    assert rec["lineage"][-1]["start"].startswith("init ")
+    assert (warm / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
+    after = checkpoint.load(warm / "checkpoint").model.state_dict()
+    for k, v in before.items():  # lr 0: the weights are exactly the ones it started from
+        assert torch.equal(v, after[k]), k
+
+
+def test_init_refuses_another_architecture(tmp_path: Path, corpus_dir: Path, tiny_checkpoint: Path) -> None:
+    with pytest.raises(SystemExit, match="differs from preset"):
+        main(["train", "--out", str(tmp_path / "x"), "--corpus", str(corpus_dir), "--preset", "small",
+              "--steps", "1", "--init", str(tiny_checkpoint), "--threads", "1"])
