@@ -26,6 +26,7 @@ No model math here: tokens in, sampler, tokens out.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections import OrderedDict, deque
@@ -143,12 +144,20 @@ class DocumentPlan:
         is installed)."""
         return self.plan.check and self.do_repair
 
+    @functools.cached_property
+    def _near(self) -> str:
+        return self.prefix[-2000:]
+
+    @functools.cached_property
+    def _brackets(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return postprocess.bracket_context(self._near, self.suffix, self.doc.grammar)
+
     def finish(self, raw: str) -> str:
         """The text to show for the model's decoded fill ``raw`` (cuts, brackets, indentation: ``postprocess``)."""
-        near = self.prefix[-2000:]
+        near = self._near
         g = self.doc.grammar
         model_unit = postprocess.detect_indent(near + raw, self.plan.unit or g.indent)
-        return postprocess.finish(raw, self.plan, self.suffix, g, model_unit, near)
+        return postprocess.finish(raw, self.plan, self.suffix, g, model_unit, near, self._brackets)
 
     def check(self, fill: str) -> repair.Check | None:
         """What replacing the span by ``fill`` breaks in the parse; None when the plan asks for no check."""

@@ -135,13 +135,22 @@ def unmatched_closers(text: str, g: Grammar) -> list[str]:
     return out
 
 
-def balance(fill: str, suffix: str, g: Grammar, prefix: str = "") -> str:
-    """Keep the fill's brackets balanced: cut at a closer that does not match, or that closes a construct of the
-    prefix which the suffix closes too; append the closers of brackets the fill opened and left open."""
-    pairs = dict(g.brackets)
+def bracket_context(prefix: str, suffix: str, g: Grammar) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What ``balance`` needs of the text around the span, which does not change from pass to pass: the
+    constructs open around it (innermost last) and what the suffix closes (innermost first)."""
     ls = prefix.rfind("\n", 0, max(0, len(prefix) - 4096)) + 1  # scan from a line start near the cursor
-    outer = open_brackets(prefix[ls:], g)  # constructs around the span, innermost last
-    closed_after = unmatched_closers(suffix[:4096], g)  # what the suffix closes, innermost first
+    return tuple(open_brackets(prefix[ls:], g)), tuple(unmatched_closers(suffix[:4096], g))
+
+
+def balance(fill: str, suffix: str, g: Grammar, prefix: str = "",
+            context: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> str:
+    """Keep the fill's brackets balanced: cut at a closer that does not match, or that closes a construct of the
+    prefix which the suffix closes too; append the closers of brackets the fill opened and left open.
+    ``context``: ``bracket_context(prefix, suffix, g)``, when the caller keeps it across passes."""
+    pairs = dict(g.brackets)
+    around, closed = context if context is not None else bracket_context(prefix, suffix, g)
+    outer = list(around)  # constructs around the span, innermost last
+    closed_after = list(closed)  # what the suffix closes, innermost first
     stack: list[str] = []
     for i, c in code_brackets(fill, g):
         if c in pairs:
@@ -194,8 +203,10 @@ def drop_suffix_repeat(fill: str, suffix: str, min_chars: int = 3) -> str:
     return fill
 
 
-def finish(raw: str, plan: Plan, suffix: str, g: Grammar, model_unit: str | None = None, prefix: str = "") -> str:
-    """The text to insert at ``plan``'s span for the model's ``raw`` fill (see the module doc)."""
+def finish(raw: str, plan: Plan, suffix: str, g: Grammar, model_unit: str | None = None, prefix: str = "",
+           brackets: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> str:
+    """The text to insert at ``plan``'s span for the model's ``raw`` fill (see the module doc). ``brackets``:
+    ``bracket_context(prefix, suffix, g)`` kept by the caller across the passes of one request."""
     fill = raw
     if plan.single_line:
         nl = fill.find("\n")
@@ -207,7 +218,7 @@ def finish(raw: str, plan: Plan, suffix: str, g: Grammar, model_unit: str | None
             fill = fill[:j]
     if not plan.code:
         return fill
-    fill = balance(fill, suffix, g, prefix)
+    fill = balance(fill, suffix, g, prefix, brackets)
     fill = drop_suffix_repeat(fill, suffix)
     if plan.single_line or not fill.strip():
         return fill.rstrip("\n") if plan.single_line else fill
