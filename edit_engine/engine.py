@@ -70,7 +70,7 @@ class Pass:
     nfe: int  # forward passes so far
     start: int = 0  # character offsets of the span in the document (complete/stream_complete)
     end: int = 0
-    stop_reason: str = ""  # on the final pass: complete | length
+    stop_reason: str = ""  # on the final pass: complete | length | line
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ class InfillResult:
     passes: int  # refinement passes streamed
     nfe: int  # forward passes of the denoiser
     elapsed_ms: float
-    stop_reason: str  # complete (the model ended the fill) | length (max_tokens reached) | cancelled
+    stop_reason: str  # complete (the model ended the fill) | length (max_tokens reached) | line (line stop:
+    # the first line of a single-line fill is decided) | cancelled
     tokens: int = 0  # real tokens in the fill
     timings: dict[str, float] = field(default_factory=dict)  # ms per stage
 
@@ -331,6 +332,9 @@ class Engine:
 
     # ------------------------------------------------------------------ hole in, text out
     def _config(self, max_tokens: int | None, overrides: dict[str, Any]) -> SamplerConfig:
+        if "max_commit" in overrides and "min_commit" not in overrides and overrides["max_commit"]:
+            # A ceiling below the checkpoint's floor (sampler.json) lowers the floor with it.
+            overrides = {**overrides, "min_commit": min(self.sampler.min_commit, int(overrides["max_commit"]))}
         cfg = self.sampler.with_(**overrides) if overrides else self.sampler
         if max_tokens is not None:
             if max_tokens < 1:
@@ -583,8 +587,9 @@ class Engine:
     def compile(self) -> float:
         """``torch.compile`` the per-pass step (``DiffusionLM.canvas_hidden``) with dynamic shapes, so any context
         length, canvas size and batch runs without recompiling, then warm it up. Every engine sharing this model
-        uses the compiled step. Returns the seconds it took (about 30 s on this project's CPU; the pass is about
-        1.4x faster, BENCHMARKS.md). Results match the eager pass to float rounding, not bit for bit. Raises
+        uses the compiled step; it is warmed up with one row and with two (the batched server), after which
+        other sizes do not recompile. Returns the seconds it took (about 30 s on this project's CPU; the pass is
+        about 1.4x faster, BENCHMARKS.md). Results match the eager pass to float rounding, not bit for bit. Raises
         RuntimeError (and keeps the eager step) when compiling fails, e.g. without a C++ compiler."""
         if not isinstance(self.model, DiffusionLM) or self.is_ar:
             raise RuntimeError("compile: only edit-engine diffusion checkpoints have a compiled pass")
@@ -594,6 +599,13 @@ class Engine:
         model.canvas_hidden = torch.compile(eager, dynamic=True)  # type: ignore[method-assign]
         try:
             self.warm_up()
+            # A batch of one is compiled as a constant: run two rows too, so that the server's first batched
+            # pass does not stop every client for a recompile.
+            tok = self.tokenizer
+            two = model.encode_context([tok.encode("x = 1\n"), tok.encode("def f(a):\n    ")],
+                                       [tok.encode("\n"), tok.encode("\nprint(f)\n")], 16)
+            for c in (8, 16):
+                model.canvas_hidden(torch.full((2, c), tok.mask_id, device=model.device), two)
         except Exception as e:  # the compiler runs lazily, at the first call
             model.canvas_hidden = eager  # type: ignore[method-assign]
             raise RuntimeError(f"torch.compile failed ({type(e).__name__}: {e}); running eager") from e

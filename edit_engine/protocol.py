@@ -24,7 +24,7 @@ SERVER_OVERLOADED = -32001  # a limit was hit (queue, in-flight, size); retry la
 REQUEST_CANCELLED = -32800  # LSP RequestCancelled
 CONTENT_MODIFIED = -32801  # LSP ContentModified: the request's document version is stale
 
-STOP_REASONS = ("complete", "length", "cancelled")
+STOP_REASONS = ("complete", "length", "line", "cancelled")  # line: a single-line fill ended at its newline
 
 
 def pass_params(

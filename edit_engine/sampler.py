@@ -25,7 +25,8 @@ Line stop (``line_stop``, for single-line completions, whose fill is cut at its 
 ends as soon as every slot up to and including the first committed token that holds a newline is decided
 (``line_end``: which token ids hold one). Until then the passes are the same as without the rule, and a
 committed slot never changes, so the first line is exactly the one the full run would give, in fewer passes.
-The stop reason is ``line``.
+The stop reason is ``line``. (This holds for one denoising run; the engine's repair rounds start from the canvas
+as it stopped, its tail still masked, so a repaired fill may differ from repairing a fully denoised canvas.)
 
 The loop keeps canvas, mask and scores as tensors: per pass there is one host read (is anything still masked?)
 and no Python loop over positions. It counts forward passes (nfe).

@@ -136,7 +136,7 @@ def test_engine_dispatches_on_the_objective(ar_checkpoint: Path, tiny_tokenizer:
     p, s, m = _examples(tiny_tokenizer)[0]
     prefix, suffix = tiny_tokenizer.decode(p), tiny_tokenizer.decode(s)
     r = eng.infill(prefix, suffix, max_tokens=40)
-    assert r.stop_reason in ("complete", "length") and r.nfe >= 1 and r.passes == r.nfe
+    assert r.stop_reason in ("complete", "length", "line") and r.nfe >= 1 and r.passes == r.nfe
     p_ids, s_ids = eng._context(prefix, suffix)
     want = ar.reference_generate(eng.model, tiny_tokenizer, p_ids, s_ids, 40, min_tokens=1)
     assert r.text == tiny_tokenizer.decode(want)

@@ -20,7 +20,7 @@ def test_infill_result_fields(tiny_engine: Engine) -> None:
     r = tiny_engine.infill(PREFIX, SUFFIX, language="python", max_tokens=16)
     assert isinstance(r.text, str)
     assert r.passes >= 1 and r.nfe >= 1 and r.elapsed_ms > 0
-    assert r.stop_reason in ("complete", "length")
+    assert r.stop_reason in ("complete", "length", "line")
     assert {"tokenize", "context", "denoise", "total"} <= set(r.timings)
 
 
@@ -114,7 +114,7 @@ def test_packaged_model_fills_offline(packaged_engine: Engine) -> None:
     """The model inside the package loads and produces a non-empty fill for a plain Python hole."""
     r = packaged_engine.infill("import os\n\n\ndef list_files(path):\n    return ", "\n", max_tokens=32)
     assert r.tokens >= 1 and r.text, r  # min_tokens=1: a completion request never comes back empty
-    assert 1 <= r.nfe <= 32 and r.stop_reason in ("complete", "length")
+    assert 1 <= r.nfe <= 32 and r.stop_reason in ("complete", "length", "line")
     assert edit_engine.infill("x = [1, 2, 3]\ny = len(", ")\n", max_tokens=8).nfe >= 1
 
 
@@ -162,3 +162,30 @@ def test_compiled_pass_gives_the_same_fills(tiny_model, tiny_tokenizer) -> None:
             a = eager.infill(d, "\n", max_tokens=n)
             b = compiled.infill(d, "\n", max_tokens=n)
             assert (a.text, a.nfe) == (b.text, b.nfe)
+
+
+def test_a_ceiling_below_the_checkpoint_floor_lowers_the_floor(tiny_model, tiny_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from edit_engine.sampler import SamplerConfig
+
+    e = Engine(tiny_model, tiny_tokenizer, SamplerConfig(min_commit=4))
+    r = e.infill("def f(x):\n    return ", "\n", max_tokens=8, threshold=2.0, max_commit=1)
+    assert r.nfe >= r.tokens  # one slot per pass: the reference sampler's recipe still works
+    with pytest.raises(ValueError, match="max_commit"):
+        e.infill("x = ", "\n", max_tokens=8, min_commit=4, max_commit=1)
+
+
+def test_checkpoint_sampler_settings(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    import json
+    import shutil
+
+    from edit_engine.sampler import SamplerConfig
+
+    assert Engine.load().sampler.min_commit == 4  # the packaged model's measured floor (sampler.json)
+    d = tmp_path / "ck"
+    shutil.copytree(tiny_checkpoint, d)
+    assert Engine.load(d).sampler == SamplerConfig()
+    (d / "sampler.json").write_text(json.dumps({"_why": "a note", "min_commit": 2, "threshold": 0.8}))
+    assert Engine.load(d).sampler == SamplerConfig(min_commit=2, threshold=0.8)
+    (d / "sampler.json").write_text(json.dumps({"min_comit": 2}))
+    with pytest.raises(ValueError, match="unknown sampler settings"):
+        Engine.load(d)

@@ -189,3 +189,35 @@ def test_document_jobs_at_max_batch_1_equal_the_engine_stream(engine: Engine, ba
     assert repaired, "no document took the repair path"
     assert sched.metrics.retired.value(reason="done") == len(specs)
     assert sched.metrics.passes.value() == sum(len(p) for p in got)
+
+
+_LINES = [  # (document, the text the cursor follows)
+    ("import os\n\n\ndef walk(root):\n    names = os.listdir(root)\n    total = su\n    print(names)\n", "total = su"),
+    ("import os\n\n\ndef walk(root):\n    names = os.listdir(root)\n    for name in \n    print(names)\n",
+     "for name in "),
+    ("def area(w, h):\n    result = w * \n    return result\n", "result = w * "),
+]
+LINE_DOCS = [(t, t.index(at) + len(at)) for t, at in _LINES]
+
+
+@pytest.mark.parametrize("max_batch", [1, 3])
+def test_line_stop_in_the_scheduler_matches_the_engine(packaged_engine: Engine, max_batch: int) -> None:
+    """Single-line document requests stop at their line in the batched scheduler as in the engine (the packaged
+    model writes newlines; the tiny random one almost never does), alone or batched together."""
+    from edit_engine.serve.serving import document_spec
+
+    dps = [packaged_engine.plan_document(t, o, "python", None, 24, repair=False) for t, o in LINE_DOCS]
+    assert all(dp.cfg.line_stop for dp in dps)
+    sched = Scheduler(packaged_engine, Metrics(), max_batch=max_batch, max_queue=len(dps))
+    try:
+        got = asyncio.run(_run_all(sched, [document_spec(packaged_engine, dp) for dp in dps]))
+    finally:
+        sched.close()
+    reasons = []
+    for (t, o), passes in zip(LINE_DOCS, got, strict=True):
+        want = list(packaged_engine.stream_complete(t, o, "python", None, 24, repair=False))
+        if max_batch == 1:  # batched rows may differ from a lone row by float rounding: compare the stop only
+            assert [(x.index, x.text, x.nfe) for x in passes] == [(x.index, x.text, x.nfe) for x in want], (t, o)
+        reasons.append(passes[-1].stop_reason)
+        assert passes[-1].final and passes[-1].nfe <= 24
+    assert "line" in reasons, reasons

@@ -59,13 +59,14 @@ def test_train_resume_and_init(tmp_path: Path, corpus_dir: Path, monkeypatch: py
     run = tmp_path / "run"
     rec = _train(run, corpus_dir, "--steps", "3")
     assert rec["step"] == 3 and rec["final"] and rec["tokens_seen"] > 0
-    assert rec["lineage"][-1]["steps"] == "0-3"
+    assert rec["lineage"][-1]["steps"] == "0-3" and rec["lineage"][-1]["start"] == "scratch"
     ck = checkpoint.load(run / "checkpoint")
     assert ck.model.cfg.to_dict() == {**PRESETS["tiny"].to_dict()}
 
     rec = _train(run, corpus_dir, "--steps", "2", "--resume")
     assert rec["step"] == 5
     assert [seg["steps"] for seg in rec["lineage"]] == ["0-3", "3-5"]
+    assert [seg["start"] for seg in rec["lineage"]] == ["scratch", "resume"]
     assert len(rec["history"]) == 2  # one validation row per run, kept across the resume
 
     # Warm start: the resume state is gone, only the (bf16) checkpoint is left.
@@ -79,6 +80,18 @@ def test_train_resume_and_init(tmp_path: Path, corpus_dir: Path, monkeypatch: py
     after = checkpoint.load(warm / "checkpoint").model.state_dict()
     for k, v in before.items():  # lr 0: the weights are exactly the ones it started from
         assert torch.equal(v, after[k]), k
+
+
+def test_init_refuses_a_different_tokenizer(tmp_path: Path, corpus_dir: Path, tiny_checkpoint: Path) -> None:
+    out = tmp_path / "x"
+    out.mkdir()
+    (out / "tokenizer.json").write_text("{}")
+    with pytest.raises(SystemExit, match="differs"):
+        main(["train", "--out", str(out), "--corpus", str(corpus_dir), "--preset", "tiny", "--steps", "1",
+              "--init", str(tiny_checkpoint), "--threads", "1"])
+    with pytest.raises(SystemExit, match="drop --tokenizer"):
+        main(["train", "--out", str(tmp_path / "y"), "--corpus", str(corpus_dir), "--preset", "tiny", "--steps",
+              "1", "--init", str(tiny_checkpoint), "--tokenizer", str(tiny_checkpoint / "tokenizer.json")])
 
 
 def test_init_refuses_another_architecture(tmp_path: Path, corpus_dir: Path, tiny_checkpoint: Path) -> None:

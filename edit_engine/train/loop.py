@@ -208,8 +208,13 @@ def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
 
 def _tokenizer(cfg: TrainConfig, files: list[corpus.CorpusFile], out: Path) -> Tokenizer:
     path = out / "tokenizer.json"
-    if cfg.init and not path.is_file():
-        tok = Tokenizer.from_file(Path(cfg.init) / "tokenizer.json")
+    if cfg.init:
+        if cfg.tokenizer:
+            raise SystemExit("--init brings its checkpoint's tokenizer; drop --tokenizer")
+        src = Path(cfg.init) / "tokenizer.json"
+        if path.is_file() and path.read_text() != src.read_text():
+            raise SystemExit(f"{path} differs from {src}: use a fresh --out for a warm start")
+        tok = Tokenizer.from_file(src)
         tok.save(path)
         return tok
     if cfg.tokenizer:
@@ -250,6 +255,11 @@ def _warm_start(model: DiffusionLM, cfg: TrainConfig) -> tuple[int, int, float, 
             list(rec.get("history", [])), lineage)
 
 
+def _checkpoint_lineage(ckpt: Path) -> list[dict[str, Any]]:
+    path = ckpt / "training.json"
+    return list(json.loads(path.read_text()).get("lineage", [])) if path.is_file() else []
+
+
 def _log(out: Path, row: dict[str, Any]) -> None:
     with open(out / "log.jsonl", "a") as f:
         f.write(json.dumps(row) + "\n")
@@ -285,13 +295,15 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     history: list[dict[str, Any]] = []
     lineage: list[dict[str, Any]] = []
     origin = (0, 0.0)  # (step, seconds) where this schedule's warmup and cosine start (a warm start moves it)
+    resumed = False
     if resume and state_path.is_file():
         st = torch.load(state_path, map_location=cfg.device, weights_only=False)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
         step, tokens_seen, elapsed_prev = st["step"], st["tokens_seen"], st["elapsed"]
         history = st.get("history", [])
-        lineage = st.get("lineage", [])
+        lineage = st.get("lineage") or _checkpoint_lineage(out / "checkpoint")  # older states kept it there
+        resumed = True
         origin = tuple(st.get("origin", origin))  # type: ignore[assignment]
         print(f"resumed at step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min", file=sys.stderr)
     elif cfg.init:
@@ -335,7 +347,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         elapsed = elapsed_prev + time.time() - t0
         segment = {"steps": f"{start_step}-{step}", "command": record_base["command"],
                    "minutes": round((elapsed - elapsed_prev) / 60, 1), "tokens": tokens_seen,
-                   "start": "init " + cfg.init if cfg.init and start_step == origin[0] else "resume"}
+                   "start": ("init " + cfg.init if cfg.init and not resumed else
+                             "resume" if resumed else "scratch")}
         lineage_now = [*lineage, segment]
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
                     "tokens_seen": tokens_seen, "elapsed": elapsed, "history": history,
