@@ -6,10 +6,12 @@
 # with `edit-engine train` unchanged (--device cuda --bf16), the packaged tokenizer, and the corpus of that
 # machine's own Python (standard library + site-packages). Each run writes OUT_DIR/<name>/{checkpoint/,
 # log.jsonl, train.out}; at the end the checkpoints and logs are packed into OUT_DIR/runs.tgz.part-* (parts of
-# 15 MB, so they pass the device tool's file limits). Usage: scripts/gpu_train.sh OUT_DIR [MINUTES]
+# 15 MB, so they pass the device tool's file limits). Then issue 6's benchmark on the same GPU, diff_mid against
+# ar_mid (same size): OUT_DIR/bench_gpu.txt (table + JSON line). Usage: scripts/gpu_train.sh OUT_DIR [MINUTES]
+# The device tool allows 10 minutes per command: 5.5 minutes of training + about 2.5 of benchmark and packing.
 set -u
 OUT_DIR=${1:?usage: scripts/gpu_train.sh OUT_DIR [MINUTES]}
-MIN=${2:-6.5}
+MIN=${2:-5.5}
 WORK=${WORK:-/tmp/edit-engine-gpu}
 mkdir -p "$OUT_DIR" "$WORK"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
@@ -35,6 +37,13 @@ run ar_mid --preset mid --objective ar --workers "${W:-5}" &
 run diff_small --preset small --workers "${W:-3}" &
 wait
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv >> "$OUT_DIR/machine.txt" 2>&1
+# Issue 6's benchmark on this GPU (CPU check: --quick); its own hard stop so the packing below always runs.
+BENCH=(--device cuda); [ "$DEVICE" = cpu ] && BENCH=(--device cpu --quick --threads 1)
+if [ -d "$WORK/diff_mid/checkpoint" ] && [ -d "$WORK/ar_mid/checkpoint" ]; then
+  timeout "${BENCH_S:-150}" python3 -m edit_engine.cli bench "${BENCH[@]}" --json --model "$WORK/diff_mid/checkpoint" \
+    --ar-model "$WORK/ar_mid/checkpoint" > "$OUT_DIR/bench_gpu.txt" 2> "$OUT_DIR/bench_gpu.err"
+  echo "bench exit $?" >> "$OUT_DIR/machine.txt"
+fi
 for name in diff_mid ar_mid diff_small; do
   tr '\r' '\n' < "$WORK/$name.out" | grep -v '^step' > "$WORK/$name/train.out" 2>/dev/null
   tr '\r' '\n' < "$WORK/$name.out" | grep '^step' | tail -3 >> "$WORK/$name/train.out" 2>/dev/null
