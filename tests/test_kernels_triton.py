@@ -297,8 +297,10 @@ def test_head_token_stats_matches_twin_fp32(c: int, v: int, d: int, score: str, 
 @given(c=st.sampled_from([1, 7, 63]), v=st.sampled_from([5, 333]), dtype=st.sampled_from(DTYPES[1:]),
        score=SCORES, seed=st.integers(0, 999))
 def test_head_token_stats_16bit(c: int, v: int, dtype: torch.dtype, score: str, seed: int) -> None:
-    """16-bit inputs: the kernel keeps fp32 logits where the twin rounds them, so compare the chosen token by
-    its fp32 logit (a near-tie may pick either) and the score with the 16-bit tolerance."""
+    """16-bit inputs: the kernel keeps fp32 logits where the twin rounds them to 16 bits, so compare the chosen
+    token by its fp32 logit (a near-tie may pick either) and the score with the statistics of those fp32 logits.
+    (Against the twin's rounded logits a margin, a difference of two probabilities, can be off by more than
+    the 16-bit tolerance: Hypothesis found 0.0025 at fp16.)"""
     g = _gen(seed)
     d = 40
     h = torch.randn(1, c, d, generator=g).to(dtype)
@@ -308,7 +310,9 @@ def test_head_token_stats_16bit(c: int, v: int, dtype: torch.dtype, score: str, 
     exact = h.float() @ w.float().T  # (1, C, V)
     chosen = exact.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
     assert_close("logit of the chosen token", chosen, exact.max(-1).values, dtype=dtype)
-    assert_close("score", s, s_ref, dtype=dtype)
+    _, s_exact = token_stats_ref(exact, score)
+    assert_close("score", s, s_exact, atol=1e-4)
+    assert_close("score against the twin", s, s_ref, dtype=dtype, atol=1e-2)  # the twin's rounding, bounded
 
 
 def test_head_dispatcher_paths(monkeypatch: pytest.MonkeyPatch) -> None:
