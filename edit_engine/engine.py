@@ -317,8 +317,11 @@ class Engine:
             torch.set_num_threads(threads)
         dev = device or "cpu"
         ck = checkpoint.load(path, device=dev)
-        if sampler is None:
-            sampler = SamplerConfig.for_checkpoint(ck.path)  # the model's measured commit policy, if it has one
+        if sampler is None:  # the model's measured commit policy, if it has one
+            try:
+                sampler = SamplerConfig.for_checkpoint(ck.path)
+            except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
+                raise checkpoint.CheckpointError(f"{ck.path}/sampler.json: {e}") from e
         return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache)
 
     @property

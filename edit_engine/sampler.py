@@ -98,6 +98,8 @@ class SamplerConfig:
         if f is None or not f.is_file():
             return cls()
         raw = json.loads(f.read_text())
+        if not isinstance(raw, dict):
+            raise ValueError(f"{f}: expected a JSON object of sampler settings")
         known = {x.name for x in fields(cls)}
         kw = {k: v for k, v in raw.items() if not k.startswith("_")}
         unknown = sorted(set(kw) - known)

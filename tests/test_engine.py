@@ -187,5 +187,9 @@ def test_checkpoint_sampler_settings(tmp_path: Path, tiny_checkpoint: Path) -> N
     (d / "sampler.json").write_text(json.dumps({"_why": "a note", "min_commit": 2, "threshold": 0.8}))
     assert Engine.load(d).sampler == SamplerConfig(min_commit=2, threshold=0.8)
     (d / "sampler.json").write_text(json.dumps({"min_comit": 2}))
-    with pytest.raises(ValueError, match="unknown sampler settings"):
+    with pytest.raises(CheckpointError, match="unknown sampler settings"):
         Engine.load(d)
+    for bad in ("{not json", "[4]", json.dumps({"min_commit": 0}), json.dumps({"min_commit": "4"})):
+        (d / "sampler.json").write_text(bad)
+        with pytest.raises(CheckpointError, match="sampler.json"):
+            Engine.load(d)
