@@ -24,11 +24,17 @@ class Settings:
     model_path: str | None = None  # checkpoint directory; None = the packaged model
     max_tokens: int | None = None  # longest fill in tokens; None = the engine's default (capped by the model)
     threshold: float | None = None  # confidence to commit a token in parallel; None = the sampler's default
+    min_commit: int | None = None  # tokens committed per pass at least; None = the model's sampler.json (or 1)
     stream_passes: bool = False  # send editEngine/pass notifications while denoising
 
     def overrides(self) -> dict[str, Any]:
         """Sampler overrides for ``Engine.stream_complete`` (only the ones that are set)."""
-        return {} if self.threshold is None else {"threshold": self.threshold}
+        out: dict[str, Any] = {}
+        if self.threshold is not None:
+            out["threshold"] = self.threshold
+        if self.min_commit is not None:
+            out["min_commit"] = self.min_commit
+        return out
 
 
 # camelCase wire key -> (field name, validator). A validator returns the value or raises ValueError.
@@ -54,7 +60,7 @@ def _threshold(v: Any) -> float | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ValueError("expected a number >= 0 (above 1 commits one token per pass)")
+        raise ValueError("expected a number >= 0 (above 1 commits only minCommit tokens per pass)")
     return float(v)
 
 
@@ -68,6 +74,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "modelPath": ("model_path", _model_path),
     "maxTokens": ("max_tokens", _max_tokens),
     "threshold": ("threshold", _threshold),
+    "minCommit": ("min_commit", _max_tokens),
     "streamPasses": ("stream_passes", _bool),
 }
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}

@@ -49,6 +49,7 @@ function settings(): Record<string, unknown> {
     modelPath: c.get<string | null>("modelPath", null),
     maxTokens: c.get<number | null>("maxTokens", null),
     threshold: c.get<number | null>("threshold", null),
+    minCommit: c.get<number | null>("minCommit", null),
     streamPasses: c.get<boolean>("streamPasses", true),
   };
 }
