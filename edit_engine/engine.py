@@ -309,6 +309,10 @@ class Engine:
             self._line_end = table.to(self.model.device)
         return self._line_end
 
+    def _line_end_for(self, cfg: SamplerConfig) -> torch.Tensor | None:
+        """The newline table when ``cfg`` asks for the line stop, else None (what the samplers take)."""
+        return self.line_end if cfg.line_stop else None
+
     @classmethod
     def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
              sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None) -> Engine:
@@ -472,11 +476,11 @@ class Engine:
                 kv = stack.enter_context(self._kv(key, ar.psm_prompt(tok, p_ids, s_ids)))
                 steps = ar.ar_generate(self.model, tok, p_ids, s_ids, cfg.max_tokens, should_stop,
                                        min_tokens=cfg.min_tokens, kv=kv,
-                                       line_end=self.line_end if cfg.line_stop else None)
+                                       line_end=self._line_end_for(cfg))
             else:
                 cache = stack.enter_context(self._encoded(key, p_ids, s_ids, cfg.max_tokens))
                 steps = denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop,
-                                line_end=self.line_end if cfg.line_stop else None)
+                                line_end=self._line_end_for(cfg))
             t2 = time.perf_counter()
             timings = {"tokenize": (t1 - t0) * 1e3, "context": (t2 - t1) * 1e3}
             for step in steps:
@@ -677,7 +681,7 @@ class Engine:
                 fill = ""
                 for step in ar.ar_generate(self.model, tok, p_ids, s_ids, cfg.max_tokens, should_stop,
                                            min_tokens=cfg.min_tokens, kv=kv,
-                                           line_end=self.line_end if cfg.line_stop else None):
+                                           line_end=self._line_end_for(cfg)):
                     if prev is not None and stream:
                         yield Pass(prev.index, fill, prev.masked, False, prev.nfe, pl.start, pl.end)
                     prev = step
@@ -725,7 +729,7 @@ class Engine:
             last: Step | None = None
             fill = ""
             for step in denoise(self.model, cache, dp.cfg, tok.pad_id, tok.mask_id, seed, should_stop, init,
-                                line_end=self.line_end if dp.cfg.line_stop else None):
+                                line_end=self._line_end_for(dp.cfg)):
                 if last is not None:  # hold each pass back one step: only the very last one is final
                     if stream:
                         yield Pass(st.index, fill, last.masked, False, st.nfe + last.nfe, pl.start, pl.end)

@@ -491,11 +491,11 @@ class Scheduler:
             a.nfe += 1
         # One host read for the whole batch, per row: masked count, whether a pad was committed, and whether the
         # first line is decided (the sampler's line stop, for rows that ask for it).
-        line_end = self.engine.line_end if any(a.job.cfg.line_stop for a in act) else None
+        no = torch.zeros((), dtype=torch.long, device=dev)
         stats = torch.stack([torch.stack([
             a.masked.sum(), (a.canvas == tok.pad_id).any().long(),
-            line_decided(a.canvas, a.masked, line_end)[0] if line_end is not None and a.job.cfg.line_stop
-            else a.masked.sum() * 0]) for a in act])
+            line_decided(a.canvas, a.masked, self.engine.line_end)[0] if a.job.cfg.line_stop else no])
+            for a in act])
         done: list[_Active] = []  # finished here
         gone: list[_Active] = []  # out of the batch for another reason (continuation, error)
         for a, (n_masked, has_pad, line_done) in zip(act, stats.tolist(), strict=True):

@@ -246,18 +246,15 @@ def _warm_start(model: DiffusionLM, cfg: TrainConfig) -> tuple[int, int, float, 
     if ck.model.cfg.to_dict() != model.cfg.to_dict():
         raise SystemExit(f"--init {cfg.init}: its model config differs from preset {cfg.preset!r}")
     model.load_state_dict(ck.model.state_dict())
-    rec: dict[str, Any] = {}
-    path = Path(cfg.init) / "training.json"
-    if path.is_file():
-        rec = json.loads(path.read_text())
-    lineage = list(rec.get("lineage", []))
+    rec = _record(Path(cfg.init))
     return (int(rec.get("step", 0)), int(rec.get("tokens_seen", 0)), float(rec.get("wall_minutes", 0.0)) * 60,
-            list(rec.get("history", [])), lineage)
+            list(rec.get("history", [])), list(rec.get("lineage", [])))
 
 
-def _checkpoint_lineage(ckpt: Path) -> list[dict[str, Any]]:
+def _record(ckpt: Path) -> dict[str, Any]:
+    """A checkpoint directory's training record (``training.json``), or {} without one."""
     path = ckpt / "training.json"
-    return list(json.loads(path.read_text()).get("lineage", [])) if path.is_file() else []
+    return dict(json.loads(path.read_text())) if path.is_file() else {}
 
 
 def _log(out: Path, row: dict[str, Any]) -> None:
@@ -302,7 +299,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         opt.load_state_dict(st["opt"])
         step, tokens_seen, elapsed_prev = st["step"], st["tokens_seen"], st["elapsed"]
         history = st.get("history", [])
-        lineage = st.get("lineage") or _checkpoint_lineage(out / "checkpoint")  # older states kept it there
+        lineage = st.get("lineage") or list(_record(out / "checkpoint").get("lineage", []))  # older states
         resumed = True
         origin = tuple(st.get("origin", origin))  # type: ignore[assignment]
         print(f"resumed at step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min", file=sys.stderr)
