@@ -118,6 +118,17 @@ def engines(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> tuple[Engine,
     return _engines(tiny_model, tiny_tokenizer)
 
 
+@pytest.fixture(scope="module")
+def tiny_model_f64(tiny_model: DiffusionLM) -> DiffusionLM:
+    """The tiny model in float64. Its random weights fill canvases with a few repeated tokens, so two slots'
+    scores can tie to within float32 rounding, and the incremental context (other matmul shapes) may then break
+    the tie the other way than a full encode (Hypothesis found one: '=é' typed at a cursor). In float64 the
+    rounding is far below any real gap, so a difference here is a cache bug, not a near-tie."""
+    import copy
+
+    return copy.deepcopy(tiny_model).double()
+
+
 _EDIT = st.one_of(
     st.tuples(st.just("type"), st.text(alphabet=st.sampled_from(list("abc_(). =:\n1\t\"é")), min_size=1,
                                        max_size=4)),
@@ -130,10 +141,10 @@ _EDIT = st.one_of(
 @settings(max_examples=20, deadline=None)
 @given(start=st.integers(0, len(SOURCE) - 2000), cursor=st.floats(0, 1), edits=st.lists(_EDIT, min_size=1,
                                                                                           max_size=6))
-def test_cached_fills_equal_uncached_under_random_edits(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer,
+def test_cached_fills_equal_uncached_under_random_edits(tiny_model_f64: DiffusionLM, tiny_tokenizer: Tokenizer,
                                                         start: int, cursor: float,
                                                         edits: list[tuple[str, object]]) -> None:
-    cached, plain = _engines(tiny_model, tiny_tokenizer)
+    cached, plain = _engines(tiny_model_f64, tiny_tokenizer)
     doc = SOURCE[start : start + 1600]  # more than max_prefix (256) tokens before most cursors: trimming too
     cur = int(cursor * len(doc))
     for i, (op, arg) in enumerate([("none", 0), *edits]):
