@@ -31,7 +31,7 @@ def canvas_attention(
 ) -> torch.Tensor:
     # Opt-in only (EDIT_ENGINE_KERNELS=triton): the issue keeps this kernel only if it beats PyTorch's SDPA on
     # the GPU benchmark, and no GPU run exists yet (kernels/BENCHMARKS.md). Under "auto" SDPA runs everywhere.
-    if backend() == "triton" and use_triton(q):
+    if backend() == "triton" and use_triton(q, k, v):
         from ._triton_attention import canvas_attention_triton
 
         return canvas_attention_triton(q, k, v, key_valid)

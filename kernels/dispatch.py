@@ -32,10 +32,17 @@ def triton_available() -> bool:
     return True
 
 
-def use_triton(t: torch.Tensor) -> bool:
-    """True when the op on tensor ``t`` should run the Triton kernel."""
+def needs_grad(*ts: torch.Tensor) -> bool:
+    """True when autograd records an op on these tensors (training): the Triton kernels are inference-only
+    (forward only, outputs written in place with no ``grad_fn``), so such ops must run the PyTorch twin."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in ts)
+
+
+def use_triton(t: torch.Tensor, *more: torch.Tensor) -> bool:
+    """True when the op on tensor ``t`` (and the other inputs ``more``) should run the Triton kernel. Never
+    when autograd needs the op's gradient (``needs_grad``), whatever the backend: the twin is differentiable."""
     choice = backend()
-    if choice == "torch":
+    if choice == "torch" or needs_grad(t, *more):
         return False
     if choice == "triton":
         if not triton_available():

@@ -64,7 +64,7 @@ def head_token_stats(
     fused: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dispatcher; ``fused`` None picks by ``FUSED_HEAD_MIN_VOCAB``, True/False force the Triton path's variant."""
-    if not use_triton(h):
+    if not use_triton(h, weight):
         return head_token_stats_ref(h, weight, score, ban_id, pad_id, pad_ban)
     if fused is None:
         fused = weight.shape[0] >= FUSED_HEAD_MIN_VOCAB

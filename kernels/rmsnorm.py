@@ -27,7 +27,7 @@ def add_rms_norm_ref(
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    if use_triton(x):
+    if use_triton(x, weight):
         from ._triton_rmsnorm import rms_norm_triton
 
         return rms_norm_triton(x, weight, eps)
@@ -37,7 +37,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def add_rms_norm(
     x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    if use_triton(x):
+    if use_triton(x, delta, weight):
         from ._triton_rmsnorm import add_rms_norm_triton
 
         return add_rms_norm_triton(x, delta, weight, eps)

@@ -37,7 +37,7 @@ def apply_rotary_ref(
 def apply_rotary(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    if use_triton(q):
+    if use_triton(q, k, cos, sin):
         from ._triton_rotary import apply_rotary_triton
 
         return apply_rotary_triton(q, k, cos, sin)

@@ -37,3 +37,26 @@ def test_fills_equal_with_kernels_on_and_off(tiny_engine: Engine, monkeypatch: p
     assert fills["triton"] == fills["torch"]
     if overrides.get("score") == "margin":
         assert fills["torch"][0], "the fill is empty: the comparison would show little"
+
+
+def test_training_gets_the_twins_gradients_with_kernels_forced(tiny_engine: Engine,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Triton kernels are forward-only: under autograd every op runs its twin, so a training step's loss
+    and gradients are the same with the kernels forced on as off (before this, a CUDA training run would have
+    cut the graph at the first normalisation and trained only the embedding)."""
+    import torch
+
+    model = tiny_engine.model
+    torch.manual_seed(0)
+    tokens = torch.randint(4, model.cfg.vocab_size, (2, 12))
+    kind = torch.tensor([[1] * 6 + [2] * 2 + [3] * 4] * 2)  # prefix, suffix, canvas rows (model.KIND_*)
+    grads = {}
+    for backend in ("torch", "triton"):
+        monkeypatch.setenv("EDIT_ENGINE_KERNELS", backend)
+        model.zero_grad(set_to_none=True)
+        model(tokens, kind).float().pow(2).mean().backward()
+        grads[backend] = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    assert set(grads["triton"]) == {n for n, _ in model.named_parameters()}, "a parameter got no gradient"
+    for n, g in grads["torch"].items():
+        torch.testing.assert_close(grads["triton"][n], g, rtol=0, atol=0, msg=n)
