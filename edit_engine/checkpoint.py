@@ -83,7 +83,9 @@ def load(
         model.load_state_dict({k: v.to(dtype) for k, v in state.items()})
     except RuntimeError as e:
         raise CheckpointError(f"weights in {str(d)!r} do not match config.json: {e}") from e
-    model.to(device=device, dtype=dtype).eval()
+    # Served, never trained here: no parameter asks autograd for a gradient, so no pass records a graph and the
+    # kernels' dispatcher (kernels.dispatch.needs_grad) can pick the Triton kernels on a GPU.
+    model.to(device=device, dtype=dtype).eval().requires_grad_(False)
     rec: dict[str, Any] = {}
     if (d / "training.json").is_file():
         try:

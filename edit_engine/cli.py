@@ -41,6 +41,8 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--threshold", type=float, help="confidence needed to commit a token in parallel")
     p.add_argument("--min-commit", type=int, help="commit at least this many tokens per pass (default: the "
                    "model's sampler.json, else 1)")
+    p.add_argument("--spread", action=argparse.BooleanOptionalAction, default=None,
+                   help="the floor takes no two neighbouring slots in one pass (default: the model's sampler.json)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -78,7 +80,7 @@ def _infill(a: argparse.Namespace) -> int:
         raise UserError(str(e)) from e
     engine = Engine.load(a.model)
     overrides = {k: v for k, v in (("threshold", a.threshold), ("temperature", a.temperature),
-                                    ("min_commit", a.min_commit)) if v is not None}
+                                    ("min_commit", a.min_commit), ("spread", a.spread)) if v is not None}
     lang = a.language or language_for_path(path)
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
               repair=not a.no_repair, **overrides)

@@ -60,6 +60,10 @@ class SamplerConfig:
     threshold: float = 0.9  # commit every masked slot whose score is at least this (> 1: only the floor)
     score: str = "confidence"  # confidence | margin | entropy (kernels.commit)
     min_commit: int = 1  # floor: slots committed per pass even if none clears the threshold
+    # The floor takes no two neighbouring slots (local maxima of the score among masked neighbours only,
+    # kernels.commit.spread_eligible): neighbours chosen independently in one pass are where parallel decoding
+    # breaks (a repeated word, a doubled bracket). Threshold commits are unaffected.
+    spread: bool = False
     max_commit: int = 0  # ceiling: at most this many per pass (0 = no ceiling)
     temperature: float = 0.0  # 0 = greedy; > 0 samples each slot's token from softmax(logits / T)
     initial_canvas: int = 16  # slots of the first canvas
@@ -74,6 +78,8 @@ class SamplerConfig:
             raise ValueError(f"score={self.score!r}; expected one of {SCORES}")
         if not 0.0 <= self.threshold:
             raise ValueError("threshold must be >= 0")
+        if not isinstance(self.spread, bool) or not isinstance(self.line_stop, bool):
+            raise ValueError("spread and line_stop must be true or false")
         if self.min_commit < 1 or self.max_commit < 0:
             raise ValueError("min_commit must be >= 1 and max_commit >= 0")
         if self.max_commit and self.max_commit < self.min_commit:
@@ -195,7 +201,7 @@ def commit_pass(
     logits[..., pad_id].masked_fill_(_pad_banned(canvas, masked, pad_id, cfg, length_ban), float("-inf"))
     kernels.commit_step(
         logits, canvas, masked, cfg.threshold, cfg.score, cfg.min_commit, cfg.max_commit,
-        _choice(logits, cfg.temperature, gen),
+        _choice(logits, cfg.temperature, gen), cfg.spread,
     )
     if cfg.pad_rules:
         _propagate_pads(canvas, masked, pad_id)
@@ -280,8 +286,10 @@ def denoise(
             # vocabulary the fused kernel never writes the canvas logits (kernels/head.py).
             h = model.canvas_hidden(canvas, cache)  # (B, C, D)
             ban = _pad_banned(canvas, masked, pad_id, cfg, length_ban)
-            idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, ban)
-            kernels.commit_from_stats(idx, sc, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit)
+            with torch.no_grad():  # the head's weight is a parameter: no graph, and the Triton path on a GPU
+                idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, ban)
+            kernels.commit_from_stats(idx, sc, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit,
+                                      cfg.spread)
             if cfg.pad_rules:
                 _propagate_pads(canvas, masked, pad_id)
         else:

@@ -135,11 +135,21 @@ def _row_stats_kernel(
 
 
 @triton.jit
+def _masked_score(raw_ptr, masked_ptr, row, pos, C):
+    """The score at ``pos`` as the commit rule sees it: -1 where the slot is not masked or outside the row."""
+    ok = (pos >= 0) & (pos < C)
+    m = tl.load(masked_ptr + row + pos, mask=ok, other=0) != 0
+    return tl.where(ok & m, tl.load(raw_ptr + row + pos, mask=ok, other=0.0), -1.0)
+
+
+@triton.jit
 def _commit_kernel(
     idx_ptr, raw_ptr, tokens_ptr, masked_ptr, score_ptr, commit_ptr, C, threshold, min_commit, max_commit,
-    BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr,
+    BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr, SPREAD: tl.constexpr,
 ):
-    """One program per batch row: rank and decide every slot (phase 1), then write (phase 2). (B, C) contiguous."""
+    """One program per batch row: rank and decide every slot (phase 1), then write (phase 2). (B, C) contiguous.
+    SPREAD: the floor takes only local maxima among masked neighbours (``commit.spread_eligible``), ranked among
+    themselves."""
     row = tl.program_id(0).to(tl.int64) * C
     for i0 in range(0, C, BLOCK_I):
         ii = i0 + tl.arange(0, BLOCK_I)
@@ -147,6 +157,10 @@ def _commit_kernel(
         mi = tl.load(masked_ptr + row + ii, mask=ok_i, other=0) != 0
         si = tl.where(mi, tl.load(raw_ptr + row + ii, mask=ok_i, other=0.0), -1.0)
         rank = tl.zeros([BLOCK_I], tl.int32)
+        rank_loc = tl.zeros([BLOCK_I], tl.int32)
+        if SPREAD:
+            loc_i = mi & (si > _masked_score(raw_ptr, masked_ptr, row, ii - 1, C)) & (
+                si >= _masked_score(raw_ptr, masked_ptr, row, ii + 1, C))
         for j0 in range(0, C, BLOCK_J):
             jj = j0 + tl.arange(0, BLOCK_J)
             ok_j = jj < C
@@ -155,7 +169,15 @@ def _commit_kernel(
             sj = tl.where(ok_j, sj, float("-inf"))
             ahead = (sj[None, :] > si[:, None]) | ((sj[None, :] == si[:, None]) & (jj[None, :] < ii[:, None]))
             rank += tl.sum(ahead.to(tl.int32), axis=1)
-        commit = mi & ((si >= threshold) | (rank < min_commit))
+            if SPREAD:
+                loc_j = ok_j & mj & (sj > _masked_score(raw_ptr, masked_ptr, row, jj - 1, C)) & (
+                    sj >= _masked_score(raw_ptr, masked_ptr, row, jj + 1, C))
+                rank_loc += tl.sum((ahead & loc_j[None, :]).to(tl.int32), axis=1)
+        if SPREAD:
+            floor = loc_i & (rank_loc < min_commit)
+        else:
+            floor = rank < min_commit
+        commit = mi & ((si >= threshold) | floor)
         commit = commit & ((max_commit <= 0) | (rank < max_commit))
         tl.store(score_ptr + row + ii, si, mask=ok_i)
         tl.store(commit_ptr + row + ii, commit.to(tl.uint8), mask=ok_i)
@@ -208,6 +230,7 @@ def commit_from_stats_triton(
     threshold: float,
     min_commit: int = 1,
     max_commit: int = 0,
+    spread: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The threshold commit from per-slot (token, score) (B, C); same rule as ``commit_mask_ref``, in place."""
     if tokens.dtype != torch.int64 or masked.dtype != torch.bool:
@@ -223,7 +246,7 @@ def commit_from_stats_triton(
     _commit_kernel[(B,)](
         idx.reshape(B, C).to(torch.int64).contiguous(), s.reshape(B, C).float().contiguous(), tok,
         msk.view(torch.uint8), score, commit.view(torch.uint8), C, float(threshold), int(min_commit),
-        int(max_commit), BLOCK_I=block, BLOCK_J=block,
+        int(max_commit), BLOCK_I=block, BLOCK_J=block, SPREAD=bool(spread),
     )
     if tok is not tokens:
         tokens.copy_(tok)
@@ -241,7 +264,8 @@ def commit_step_triton(
     min_commit: int = 1,
     max_commit: int = 0,
     choice: torch.Tensor | None = None,
+    spread: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Triton version of ``commit_step_ref`` (same arguments, same in-place writes, same returns)."""
     idx, s = token_stats_triton(logits, score, choice)
-    return commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit)
+    return commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit, spread)

@@ -49,16 +49,49 @@ def token_stats_ref(
     return idx, s
 
 
-def commit_mask_ref(
-    s: torch.Tensor, masked: torch.Tensor, threshold: float, min_commit: int = 1, max_commit: int = 0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Which masked positions to commit. Returns (score with -1 off the mask, committed bool)."""
-    s = torch.where(masked, s, torch.full_like(s, -1.0))
-    # Rank of each position in its row by score, best first (ties: lower index first).
+def _rank(s: torch.Tensor) -> torch.Tensor:
+    """Rank of each position in its row by score, best first (ties: lower index first)."""
     order = torch.sort(s, dim=-1, descending=True, stable=True).indices
     rank = torch.empty_like(order)
     rank.scatter_(-1, order, torch.arange(s.shape[-1], device=s.device).expand_as(order))
-    commit = masked & ((s >= threshold) | (rank < min_commit))
+    return rank
+
+
+def spread_eligible(s: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """Masked slots that are local maxima of the score among their masked neighbours (ties: the left one): the
+    slots a spread floor may take. No two are adjacent, and the best masked slot of a row always is one. Scores
+    are in [0, 1] (``SCORES``); unmasked slots count as -1, so they never block a neighbour."""
+    s = s.masked_fill(~masked, -1.0)
+    neg = torch.full_like(s[..., :1], -1.0)
+    left = torch.cat([neg, s[..., :-1]], -1)
+    right = torch.cat([s[..., 1:], neg], -1)
+    return masked & (s > left) & (s >= right)
+
+
+def commit_mask_ref(
+    s: torch.Tensor,
+    masked: torch.Tensor,
+    threshold: float,
+    min_commit: int = 1,
+    max_commit: int = 0,
+    spread: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which masked positions to commit. Returns (score with -1 off the mask, committed bool).
+
+    Every masked slot scoring at least ``threshold`` commits, and so do the ``min_commit`` best (the floor), at
+    most ``max_commit`` (the best; 0 = no ceiling). With ``spread`` the floor takes the best of the
+    ``spread_eligible`` slots only: never two neighbours whose tokens were chosen independently in one pass,
+    where a small model's guesses disagree most (a repeated word, a doubled bracket). The ceiling keeps its
+    meaning, the ``max_commit`` best masked slots overall, so with ``spread`` a floor pick ranked below them is
+    dropped (the best slot always commits)."""
+    s = torch.where(masked, s, torch.full_like(s, -1.0))
+    rank = _rank(s)
+    if spread:
+        ok = spread_eligible(s, masked)
+        floor = ok & (_rank(torch.where(ok, s, torch.full_like(s, -1.0))) < min_commit)
+    else:
+        floor = rank < min_commit
+    commit = masked & ((s >= threshold) | floor)
     if max_commit > 0:
         commit &= rank < max_commit
     return s, commit
@@ -73,10 +106,11 @@ def commit_step_ref(
     min_commit: int = 1,
     max_commit: int = 0,
     choice: torch.Tensor | None = None,
+    spread: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """PyTorch twin of the fused commit step (writes ``tokens`` and ``masked`` in place)."""
     idx, s = token_stats_ref(logits, score, choice)
-    s, commit = commit_mask_ref(s, masked, threshold, min_commit, max_commit)
+    s, commit = commit_mask_ref(s, masked, threshold, min_commit, max_commit, spread)
     tokens.copy_(torch.where(commit, idx, tokens))
     masked.copy_(masked & ~commit)
     return s, commit
@@ -91,9 +125,10 @@ def commit_step(
     min_commit: int = 1,
     max_commit: int = 0,
     choice: torch.Tensor | None = None,
+    spread: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if use_triton(logits):
         from ._triton_commit import commit_step_triton
 
-        return commit_step_triton(logits, tokens, masked, threshold, score, min_commit, max_commit, choice)
-    return commit_step_ref(logits, tokens, masked, threshold, score, min_commit, max_commit, choice)
+        return commit_step_triton(logits, tokens, masked, threshold, score, min_commit, max_commit, choice, spread)
+    return commit_step_ref(logits, tokens, masked, threshold, score, min_commit, max_commit, choice, spread)

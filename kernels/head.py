@@ -8,14 +8,14 @@ sampled choice (temperature > 0) needs every logit and keeps the plain path.
 Two implementations on CUDA, chosen by vocabulary size (``FUSED_HEAD_MIN_VOCAB``): the plain cuBLAS matmul
 followed by the Triton statistics kernel, or the fused Triton kernel that never writes the B*C*V logits. The
 fused one pays off only when the logits traffic (2 * B*C*V*sizeof) outweighs its slower matmul; where that is
-is a measurement (``python -m kernels.bench``, section ``head``), not yet made on a GPU (kernels/BENCHMARKS.md).
+is a measurement (``python -m kernels.bench``, section ``head``; kernels/BENCHMARKS.md).
 
 How the sampler uses it (greedy passes)::
 
     h = model.canvas_hidden(canvas, cache)                                # (B, C, D), final norm applied
     real_after = ...                                                      # as in sampler._constrain_pads
     idx, s = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, real_after)
-    kernels.commit_from_stats(idx, s, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit)
+    kernels.commit_from_stats(idx, s, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit, cfg.spread)
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from .commit import commit_mask_ref, token_stats_ref
 from .dispatch import use_triton
 
-# Vocabulary size from which the fused kernel replaces matmul + statistics on CUDA. A placeholder that keeps
-# every current preset (V <= 16384) on the plain path until the bench measures the crossover on a GPU.
+# Vocabulary size from which the fused kernel replaces matmul + statistics on CUDA. The one GPU run so far
+# (kernels/BENCHMARKS.md, taken beside a training) did not settle the crossover (fused won at 16K and 152K, tied
+# at 32K, lost at 8K): this keeps every current preset (V <= 16384) on the plain path until an idle-GPU run.
 FUSED_HEAD_MIN_VOCAB = 32768
 
 
@@ -85,9 +86,10 @@ def commit_from_stats_ref(
     threshold: float,
     min_commit: int = 1,
     max_commit: int = 0,
+    spread: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The second half of ``commit_step_ref``, from (token, score) (B, C): writes tokens and mask in place."""
-    s, commit = commit_mask_ref(s, masked, threshold, min_commit, max_commit)
+    s, commit = commit_mask_ref(s, masked, threshold, min_commit, max_commit, spread)
     tokens.copy_(torch.where(commit, idx, tokens))
     masked.copy_(masked & ~commit)
     return s, commit
@@ -101,9 +103,10 @@ def commit_from_stats(
     threshold: float,
     min_commit: int = 1,
     max_commit: int = 0,
+    spread: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if use_triton(s):
         from ._triton_commit import commit_from_stats_triton
 
-        return commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit)
-    return commit_from_stats_ref(idx, s, tokens, masked, threshold, min_commit, max_commit)
+        return commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit, spread)
+    return commit_from_stats_ref(idx, s, tokens, masked, threshold, min_commit, max_commit, spread)

@@ -6,7 +6,8 @@ Holes: single lines (with their newline, as HumanEval single-line cuts them) fro
 (``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
 fixed seed. For each commit policy (score x threshold) it fills every hole and reports exact match (the line
 exactly), line-prefix accuracy (how much of the true line the fill gets right from the start, in characters),
-forward passes per generated token, milliseconds per fill and the share of empty fills; and, at the default
+forward passes per generated token, milliseconds per fill, the share of empty fills and the share of fills after
+which the whole file still parses (of the holes whose file parses as it is); and, at the default
 policy, the length rule's ``pad_threshold``. The default policy is chosen from this table
 (README, "Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
 """
@@ -14,12 +15,14 @@ policy, the length rule's ``pad_threshold``. The default policy is chosen from t
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import random
 import statistics
 import sys
 import time
+import warnings
 from typing import Any
 
 # (score, threshold, pad_threshold, min_commit): the commit policy (threshold, and the floor of slots committed
@@ -45,13 +48,15 @@ POLICIES: list[tuple[str, float, float, int]] = [
 ]
 
 
-def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000) -> list[tuple[str, str, str]]:
-    """n (prefix, suffix, line) cuts: a non-blank line of a validation file, with its newline."""
+def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000) -> list[tuple[str, str, str, str, str]]:
+    """n (prefix, suffix, line, whole prefix, whole suffix) cuts: a non-blank line of a validation file, with its
+    newline. The model sees the first two (cut for speed; the engine keeps fewer tokens anyway); the parse check
+    rebuilds the whole file from the last two."""
     from edit_engine.train import corpus
 
     files = [f for f in corpus.list_files() if f.split == "val"]
     rng = random.Random(seed)
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[str, str, str, str, str]] = []
     while len(out) < n:
         text = corpus.read_text(rng.choice(files))
         if not text:
@@ -62,9 +67,20 @@ def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000) -> list[tuple[str
         if not cands:
             continue
         i = rng.choice(cands)
-        pre = "".join(lines[:i])[-max_prefix_chars:]
-        out.append((pre, "".join(lines[i + 1 :])[:2000], lines[i]))
+        whole_pre, whole_suf = "".join(lines[:i]), "".join(lines[i + 1 :])
+        out.append((whole_pre[-max_prefix_chars:], whole_suf[:2000], lines[i], whole_pre, whole_suf))
     return out
+
+
+def parses(text: str) -> bool:
+    """Whether Python's own parser accepts ``text`` (the interpreter's grammar)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # invalid escape sequences and the like: warnings, not errors
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return False
+    return True
 
 
 def prefix_match(a: str, b: str) -> float:
@@ -85,26 +101,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-floors", action="store_true", help="only the rows with a floor above one")
     ap.add_argument("--no-line-stop", action="store_true",
                     help="denoise whole fills (the line scored is the same; only passes and time differ)")
+    ap.add_argument("--spread", action="store_true", help="every row with the spread floor (SamplerConfig.spread)")
+    ap.add_argument("--floors", help="only the default policy (confidence, 0.9) at these floors, e.g. 1,2,4")
     a = ap.parse_args(argv)
+    floors = {int(x) for x in a.floors.split(",")} if a.floors else None
+    if floors is not None:
+        known = {f for sc, thr, pthr, f in POLICIES if (sc, thr, pthr) == ("confidence", 0.9, 0.5)}
+        if floors - known:
+            ap.error(f"--floors: no policy row for {sorted(floors - known)} (rows have {sorted(known)})")
     from edit_engine import Engine
 
     eng = Engine.load(a.model, threads=a.threads)
     cases = holes(a.n)
     eng.infill(cases[0][0], cases[0][1])  # warm-up
+    # The parse check counts only holes whose file parses as it is (some corpus files are Python 2 or templates).
+    parse_ok_files = [parses(wp + line + ws) for _, _, line, wp, ws in cases]
     rows: list[dict[str, Any]] = []
     print(f"{'score':<11}{'threshold':>10}{'pad thr':>8}{'floor':>6}{'exact':>8}{'prefix acc':>12}{'nfe/token':>11}{'ms/fill':>9}"
-          f"{'empty':>7}", flush=True)
+          f"{'empty':>7}{'parse':>7}", flush=True)
     for score, thr, pthr, floor in POLICIES:
         if a.only_floors and floor == 1:
             continue
+        if floors is not None and not (score == "confidence" and thr == 0.9 and pthr == 0.5 and floor in floors):
+            continue
         exact = acc = 0.0
         nfe = toks = 0
-        empty = 0
+        empty = parsed = 0
         ms: list[float] = []
-        for pre, suf, line in cases:
+        for (pre, suf, line, whole_pre, whole_suf), check in zip(cases, parse_ok_files, strict=True):
             t = time.perf_counter()
             r = eng.infill(pre, suf, max_tokens=64, score=score, threshold=thr, pad_threshold=pthr,
-                          min_commit=floor, line_stop=not a.no_line_stop)
+                          min_commit=floor, line_stop=not a.no_line_stop, spread=a.spread)
             ms.append((time.perf_counter() - t) * 1000)
             fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
             exact += fill == line
@@ -112,13 +139,16 @@ def main(argv: list[str] | None = None) -> int:
             nfe += r.nfe
             toks += r.tokens
             empty += not r.text.strip()
+            parsed += check and parses(whole_pre + fill + whole_suf)
         n = len(cases)
         row = {"score": score, "threshold": thr, "pad_threshold": pthr, "min_commit": floor, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
-               "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n}
+               "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n,
+               "parse_ok": parsed / max(1, sum(parse_ok_files))}
         rows.append(row)
         print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
-              f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}", flush=True)
-    res = {"model": str(eng.path), "n": len(cases), "line_stop": not a.no_line_stop, "rows": rows,
+              f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}",
+              flush=True)
+    res = {"model": str(eng.path), "spread": a.spread, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
            "command": " ".join(sys.argv)}
     if a.json:
         with open(a.json, "w") as f:

@@ -60,3 +60,28 @@ def test_training_gets_the_twins_gradients_with_kernels_forced(tiny_engine: Engi
     assert set(grads["triton"]) == {n for n, _ in model.named_parameters()}, "a parameter got no gradient"
     for n, g in grads["torch"].items():
         torch.testing.assert_close(grads["triton"][n], g, rtol=0, atol=0, msg=n)
+
+
+def test_denoise_reaches_the_head_and_commit_kernels(tiny_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The greedy pass's head and commit run as Triton kernels when the backend says so, also for a model whose
+    parameters ask for gradients (the head's weight is one): before, autograd sent both to the twins on a GPU."""
+    from kernels import _triton_commit as tcommit
+
+    calls: list[str] = []
+    real_stats, real_commit = tcommit.token_stats_triton, tcommit.commit_from_stats_triton
+
+    def stats(*a: object, **k: object) -> object:
+        calls.append("stats")
+        return real_stats(*a, **k)  # type: ignore[arg-type]
+
+    def commit(*a: object, **k: object) -> object:
+        calls.append("commit")
+        return real_commit(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tcommit, "token_stats_triton", stats)
+    monkeypatch.setattr(tcommit, "commit_from_stats_triton", commit)
+    monkeypatch.setenv("EDIT_ENGINE_KERNELS", "triton")
+    assert any(p.requires_grad for p in tiny_engine.model.parameters())
+    r = tiny_engine.infill(PREFIX, SUFFIX, max_tokens=4, pad_rules=False, min_tokens=4, threshold=2.0)
+    assert r.nfe >= 1
+    assert calls.count("commit") == r.nfe and "stats" in calls

@@ -122,9 +122,9 @@ def test_token_stats_with_banned_tokens(c: int, v: int, score: str, seed: int) -
 @FEW
 @given(c=POSITIONS, v=st.sampled_from([5, 333, 1500]), score=SCORES, dtype=_DTYPE,
        threshold=st.sampled_from([0.0, 0.05, 0.3, 0.9, 1.5]), min_commit=st.integers(1, 3),
-       max_commit=st.sampled_from([0, 3, 8]), seed=st.integers(0, 999))
+       max_commit=st.sampled_from([0, 3, 8]), seed=st.integers(0, 999), spread=st.booleans())
 def test_commit_step_matches_twin(c: int, v: int, score: str, dtype: torch.dtype, threshold: float,
-                                  min_commit: int, max_commit: int, seed: int) -> None:
+                                  min_commit: int, max_commit: int, seed: int, spread: bool) -> None:
     """Tokens, mask, scores and the committed set equal the twin's (continuous logits: no near-ties)."""
     max_commit = max(max_commit, min_commit) if max_commit else 0
     b = 2 if c < 500 else 1
@@ -133,8 +133,10 @@ def test_commit_step_matches_twin(c: int, v: int, score: str, dtype: torch.dtype
     tokens = torch.randint(0, v, (b, c), generator=g)
     masked = torch.rand(b, c, generator=g) < 0.7
     t_ref, m_ref = tokens.clone(), masked.clone()
-    s, commit = tcommit.commit_step_triton(logits, tokens, masked, threshold, score, min_commit, max_commit)
-    s_ref, commit_ref = commit_step_ref(logits, t_ref, m_ref, threshold, score, min_commit, max_commit)
+    s, commit = tcommit.commit_step_triton(logits, tokens, masked, threshold, score, min_commit, max_commit,
+                                           spread=spread)
+    s_ref, commit_ref = commit_step_ref(logits, t_ref, m_ref, threshold, score, min_commit, max_commit,
+                                        spread=spread)
     _bools_valid("committed", commit)
     assert_close("score", s, s_ref, atol=SCORE_TOL)
     assert torch.equal(commit, commit_ref), "committed set differs"
@@ -144,9 +146,10 @@ def test_commit_step_matches_twin(c: int, v: int, score: str, dtype: torch.dtype
 
 @FEW
 @given(c=POSITIONS, levels=st.integers(1, 4), threshold=st.sampled_from([0.0, 0.5, 2.0]),
-       min_commit=st.integers(1, 4), max_commit=st.sampled_from([0, 4, 9]), seed=st.integers(0, 999))
+       min_commit=st.integers(1, 4), max_commit=st.sampled_from([0, 4, 9]), seed=st.integers(0, 999),
+       spread=st.booleans())
 def test_commit_rule_exact_with_ties(c: int, levels: int, threshold: float, min_commit: int, max_commit: int,
-                                     seed: int) -> None:
+                                     seed: int, spread: bool) -> None:
     """The rank/commit kernel alone, on scores with many exact ties: lowest index wins, like the stable sort."""
     max_commit = max(max_commit, min_commit) if max_commit else 0
     g = _gen(seed)
@@ -157,8 +160,10 @@ def test_commit_rule_exact_with_ties(c: int, levels: int, threshold: float, min_
     masked = torch.rand(b, c, generator=g) < 0.6
     t_ref, m_ref = tokens.clone(), masked.clone()
     before = masked.clone()
-    score, commit = tcommit.commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit)
-    score_ref, commit_ref = khead.commit_from_stats_ref(idx, s, t_ref, m_ref, threshold, min_commit, max_commit)
+    score, commit = tcommit.commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit,
+                                                     spread)
+    score_ref, commit_ref = khead.commit_from_stats_ref(idx, s, t_ref, m_ref, threshold, min_commit, max_commit,
+                                                        spread)
     _bools_valid("committed", commit)
     assert torch.equal(score, score_ref), "score (-1 off the mask) differs"
     assert torch.equal(commit, commit_ref), "committed set differs"
@@ -166,7 +171,11 @@ def test_commit_rule_exact_with_ties(c: int, levels: int, threshold: float, min_
     # The rule itself: masks only decrease; at least min(min_commit, masked) and at most max_commit per row.
     assert not bool((masked & ~before).any())
     n = commit.sum(-1)
-    assert bool((n >= torch.minimum(before.sum(-1), torch.tensor(min_commit))).all())
+    least = 1 if spread else min_commit  # spread: the best masked slot always commits; the floor may take fewer
+    assert bool((n >= torch.minimum(before.sum(-1), torch.tensor(least))).all())
+    if spread:  # the floor's own slots (under the threshold) are never neighbours
+        floor_only = commit & (score < threshold)
+        assert not bool((floor_only[:, 1:] & floor_only[:, :-1]).any()), "spread floor took two neighbours"
     if max_commit:
         assert bool((n <= max_commit).all())
 
@@ -441,3 +450,23 @@ def test_gpu_block_sizes_under_interpreter(monkeypatch: pytest.MonkeyPatch) -> N
     idx_ref, sc_ref = khead.head_token_stats_ref(h, wt, "margin", ban_id=1)
     assert torch.equal(idx, idx_ref)
     assert_close("head score", sc, sc_ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_spread_commit_across_tiles_with_ties(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """The spread floor at the GPU tile size (64): rows of 1-150 slots with many exact ties, so local maxima
+    and the rank among them cross tile edges (a neighbour in the next tile, row ends at -1 and C)."""
+    monkeypatch.setattr(tcommit, "gpu_sizes", lambda t: True)
+    g = _gen(100 + seed)
+    for c in (1, 2, 63, 64, 65, 129, 150):
+        s = torch.randint(0, 3, (3, c), generator=g).float() / 3
+        idx = torch.randint(0, 50, (3, c), generator=g)
+        tokens = torch.randint(0, 50, (3, c), generator=g)
+        masked = torch.rand(3, c, generator=g) < 0.7
+        for threshold, floor, ceiling in ((2.0, 4, 0), (0.5, 6, 0), (2.0, 3, 3), (0.0, 1, 0)):
+            t_ref, m_ref = tokens.clone(), masked.clone()
+            t_tri, m_tri = tokens.clone(), masked.clone()
+            _, commit = tcommit.commit_from_stats_triton(idx, s, t_tri, m_tri, threshold, floor, ceiling, True)
+            _, commit_ref = khead.commit_from_stats_ref(idx, s, t_ref, m_ref, threshold, floor, ceiling, True)
+            assert torch.equal(commit, commit_ref), (c, threshold, floor, ceiling)
+            assert torch.equal(t_tri, t_ref) and torch.equal(m_tri, m_ref)

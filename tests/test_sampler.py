@@ -181,3 +181,45 @@ def test_bad_config_rejected() -> None:
     for kw in ({"score": "vibes"}, {"min_commit": 0}, {"max_commit": 1, "min_commit": 2}, {"temperature": -1}):
         with pytest.raises(ValueError):
             SamplerConfig(**kw)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(c=st.integers(1, 40), levels=st.integers(1, 6), threshold=st.sampled_from([0.0, 0.5, 0.9, 2.0]),
+       floor=st.integers(1, 8), seed=st.integers(0, 10_000))
+def test_spread_floor_rule(c: int, levels: int, threshold: float, floor: int, seed: int) -> None:
+    """The spread floor (SamplerConfig.spread): every slot over the threshold still commits, the best masked
+    slot always does (so denoising always progresses), the floor's own picks are never neighbours, and it picks
+    at most ``floor`` of them; ties included (few score levels)."""
+    from kernels.commit import commit_mask_ref, spread_eligible
+
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randint(0, levels, (2, c), generator=g).float() / levels
+    masked = torch.rand(2, c, generator=g) < 0.7
+    sc, commit = commit_mask_ref(s, masked, threshold, floor, spread=True)
+    _, plain = commit_mask_ref(s, masked, threshold, floor)
+    assert not bool((commit & ~masked).any())
+    assert bool((commit | ~(masked & (s >= threshold))).all()), "a slot over the threshold was left"
+    for r in range(2):
+        if masked[r].any():
+            best = int(torch.argmax(sc[r]))  # first index of the best masked score
+            assert bool(commit[r, best]) and bool(plain[r, best])
+    picks = commit & (sc < threshold)
+    assert not bool((picks[:, 1:] & picks[:, :-1]).any()), "the floor took two neighbours"
+    assert bool((picks.sum(-1) <= floor).all())
+    assert not bool((picks & ~spread_eligible(sc, masked)).any())
+
+
+def test_spread_floor_changes_what_a_model_commits(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
+    """Through the real sampler: with a floor of 4 on a fresh canvas, plain commits 4 slots in the first pass and
+    spread commits only non-neighbouring ones."""
+    tok = tiny_tokenizer
+    pre, suf = tok.encode("def f(x):\n    return "), tok.encode("\n")
+    firsts = {}
+    for spread in (False, True):
+        cfg = SamplerConfig(threshold=2.0, min_commit=4, pad_rules=False, initial_canvas=12, max_tokens=12,
+                            min_tokens=12, spread=spread)
+        firsts[spread] = _run(tiny_model, tok, pre, suf, cfg)[0].tokens != tok.mask_id
+    assert int(firsts[False].sum()) == 4
+    assert bool((firsts[False][1:] & firsts[False][:-1]).any()), "plain picks no neighbours here: test shows nothing"
+    picked = firsts[True]
+    assert 1 <= int(picked.sum()) <= 4 and not bool((picked[1:] & picked[:-1]).any())

@@ -35,6 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--threshold", type=float, help="sampler confidence threshold")
     p.add_argument("--min-commit", type=int, help="sampler floor: slots committed per pass at least")
     p.add_argument("--score", choices=("confidence", "margin", "entropy"), help="sampler commit score")
+    p.add_argument("--spread", action=argparse.BooleanOptionalAction, default=None,
+                   help="sampler floor takes no two neighbouring slots (default: the model's sampler.json)")
     fill = p.add_mutually_exclusive_group()
     fill.add_argument("--canonical", action="store_true", help="self-test: fill with the canonical solutions")
     fill.add_argument("--empty", action="store_true", help="floor: fill every hole with the empty string")
@@ -69,6 +71,7 @@ def _eval(a: argparse.Namespace) -> int:
     except BenchmarkError as e:
         raise UserError(str(e)) from e
     model_name = ""
+    sampler_used: dict[str, object] | None = None
     filler: Filler
     if a.canonical:
         filler, kind = canonical_filler, "canonical"
@@ -78,13 +81,17 @@ def _eval(a: argparse.Namespace) -> int:
         from ..engine import Engine
 
         engine = Engine.load(a.model, threads=a.threads or None)
-        overrides: dict[str, float | int | str] = {} if a.threshold is None else {"threshold": a.threshold}
+        overrides: dict[str, float | int | str | bool] = {} if a.threshold is None else {"threshold": a.threshold}
         if a.min_commit is not None:
             overrides["min_commit"] = a.min_commit
         if a.score is not None:
             overrides["score"] = a.score
+        if a.spread is not None:
+            overrides["spread"] = a.spread
         line_stop = not (a.no_line_stop or a.no_truncate)
         filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
+        eff = engine.sampler.with_(**overrides)  # the checkpoint's sampler.json with this command's overrides
+        sampler_used = {k: getattr(eff, k) for k in ("threshold", "score", "min_commit", "max_commit", "spread")}
         model_name = str(engine.path or "")
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
 
@@ -106,6 +113,8 @@ def _eval(a: argparse.Namespace) -> int:
             out.close()
     if a.threshold is not None:
         report.extra["threshold"] = a.threshold
+    if sampler_used is not None:
+        report.extra["sampler"] = sampler_used
     if a.json:
         print(json.dumps(report.to_json()))
     else:
