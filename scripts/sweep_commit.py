@@ -1,6 +1,7 @@
 """The commit policy's speed-quality curve, measured on held-out code (never on the benchmarks).
 
-    python scripts/sweep_commit.py [--model DIR] [--n 200] [--json OUT]
+    python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions] [--floors 1,4] [--spread]
+                                   [--json OUT]
 
 Holes: single lines (with their newline, as HumanEval single-line cuts them) from the corpus's validation split
 (``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
@@ -72,6 +73,52 @@ def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000) -> list[tuple[str
     return out
 
 
+def function_holes(n: int, seed: int = 0) -> list[tuple[str, str, str, str, str]]:
+    """n cuts shaped like HumanEval single-line's, from held-out code: a standalone function of 5-25 lines with a
+    docstring (a method is dedented to the top level), one body line after the docstring as the hole, and only
+    that function as the context. Same tuple as ``holes`` (the function is the whole file)."""
+    import textwrap
+
+    from edit_engine.train import corpus
+
+    files = [f for f in corpus.list_files() if f.split == "val"]
+    rng = random.Random(seed)
+    out: list[tuple[str, str, str, str, str]] = []
+    tries = 0
+    while len(out) < n and tries < 200 * n:
+        tries += 1
+        text = corpus.read_text(rng.choice(files))
+        if not text or len(text) > 300_000:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                tree = ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+        lines = text.splitlines(keepends=True)
+        funcs = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and f.end_lineno is not None and 5 <= f.end_lineno - f.lineno + 1 <= 25
+                 and ast.get_docstring(f) is not None and len(f.body) >= 2 and not f.decorator_list]
+        if not funcs:
+            continue
+        f = rng.choice(funcs)
+        src = textwrap.dedent("".join(lines[f.lineno - 1 : f.end_lineno]))
+        if not parses(src):
+            continue
+        body_from = f.body[1].lineno - f.lineno  # the first statement after the docstring, relative
+        flines = src.splitlines(keepends=True)
+        cands = [i for i in range(body_from, len(flines)) if flines[i].strip()
+                 and not flines[i].lstrip().startswith("#") and 4 <= len(flines[i].strip()) <= 80]
+        if not cands:
+            continue
+        i = rng.choice(cands)
+        pre, suf = "".join(flines[:i]), "".join(flines[i + 1 :])
+        line = flines[i] if flines[i].endswith("\n") else flines[i] + "\n"
+        out.append((pre, suf, line, pre, suf))
+    return out
+
+
 def parses(text: str) -> bool:
     """Whether Python's own parser accepts ``text`` (the interpreter's grammar)."""
     with warnings.catch_warnings():
@@ -101,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-floors", action="store_true", help="only the rows with a floor above one")
     ap.add_argument("--no-line-stop", action="store_true",
                     help="denoise whole fills (the line scored is the same; only passes and time differ)")
+    ap.add_argument("--holes", choices=("lines", "functions"), default="lines",
+                    help="lines: any line of a held-out file, with the file as context; functions: a body line of a "
+                    "short held-out function with a docstring, with that function alone as context (HumanEval's "
+                    "shape)")
     ap.add_argument("--spread", action="store_true", help="every row with the spread floor (SamplerConfig.spread)")
     ap.add_argument("--floors", help="only the default policy (confidence, 0.9) at these floors, e.g. 1,2,4")
     a = ap.parse_args(argv)
@@ -112,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     from edit_engine import Engine
 
     eng = Engine.load(a.model, threads=a.threads)
-    cases = holes(a.n)
+    cases = holes(a.n) if a.holes == "lines" else function_holes(a.n)
     eng.infill(cases[0][0], cases[0][1])  # warm-up
     # The parse check counts only holes whose file parses as it is (some corpus files are Python 2 or templates).
     parse_ok_files = [parses(wp + line + ws) for _, _, line, wp, ws in cases]
@@ -148,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
               f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}",
               flush=True)
-    res = {"model": str(eng.path), "spread": a.spread, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
+    res = {"model": str(eng.path), "holes": a.holes, "spread": a.spread, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
            "command": " ".join(sys.argv)}
     if a.json:
         with open(a.json, "w") as f:

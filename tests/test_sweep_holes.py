@@ -1,0 +1,31 @@
+"""The commit sweep's held-out holes (scripts/sweep_commit.py): they come from validation files only and rebuild
+code that parses."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import sweep_commit  # noqa: E402
+
+
+def test_function_holes_are_humaneval_shaped() -> None:
+    holes = sweep_commit.function_holes(6, seed=3)
+    assert len(holes) == 6
+    for pre, suf, line, whole_pre, whole_suf in holes:
+        assert (pre, suf) == (whole_pre, whole_suf)  # the function is the whole context
+        assert line.endswith("\n") and line.strip() and "\n" not in line[:-1]
+        tree = ast.parse(pre + line + suf)  # a standalone (dedented) function, whole
+        (fn,) = tree.body
+        assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(fn) is not None
+        hole_line = pre.count("\n") + 1
+        assert hole_line > fn.body[0].end_lineno  # after the docstring  # type: ignore[operator]
+
+
+def test_parse_check_counts_only_what_parses() -> None:
+    assert sweep_commit.parses("def f():\n    return 1\n")
+    assert not sweep_commit.parses("def f(:\n")
+    assert not sweep_commit.parses("x = (" * 5000)  # too deep for the parser: a failure, not a crash
