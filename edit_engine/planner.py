@@ -174,7 +174,9 @@ def plan(text: str, offset: int, selection: tuple[int, int] | None = None,
         target = _statement_indent(text, doc, offset, ls, unit, openers)
         lead = target if not before else ""
         return mk(offset, offset, "statement", 16, max_tokens or 64, False, before or target, lead)
-    return mk(offset, offset, "rest_of_line", 16, max_tokens or 48, True, indent)
+    # 8 slots to start (the canvas grows when a line needs more): on held-out single lines it fills as well as
+    # 16 and, typing into a document, takes 2.2 passes per fill instead of 3.5 (README, "Commit policy").
+    return mk(offset, offset, "rest_of_line", 8, max_tokens or 48, True, indent)
 
 
 def _statement_indent(text: str, doc: syntax.Document, offset: int, ls: int, unit: str,

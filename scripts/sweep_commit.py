@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="lines: any line of a held-out file, with the file as context; functions: a body line of a "
                     "short held-out function with a docstring, with that function alone as context (HumanEval's "
                     "shape)")
+    ap.add_argument("--initial-canvas", type=int, default=16, help="canvas slots to start with (grows when full)")
     ap.add_argument("--spread", action="store_true", help="every row with the spread floor (SamplerConfig.spread)")
     ap.add_argument("--floors", help="only the default policy (confidence, 0.9) at these floors, e.g. 1,2,4")
     a = ap.parse_args(argv)
@@ -182,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         for (pre, suf, line, whole_pre, whole_suf), check in zip(cases, parse_ok_files, strict=True):
             t = time.perf_counter()
             r = eng.infill(pre, suf, max_tokens=64, score=score, threshold=thr, pad_threshold=pthr,
-                          min_commit=floor, line_stop=not a.no_line_stop, spread=a.spread)
+                          min_commit=floor, line_stop=not a.no_line_stop, spread=a.spread,
+                          initial_canvas=a.initial_canvas)
             ms.append((time.perf_counter() - t) * 1000)
             fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
             exact += fill == line
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
               f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}",
               flush=True)
-    res = {"model": str(eng.path), "holes": a.holes, "spread": a.spread, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
+    res = {"model": str(eng.path), "holes": a.holes, "initial_canvas": a.initial_canvas, "spread": a.spread, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
            "command": " ".join(sys.argv)}
     if a.json:
         with open(a.json, "w") as f:
