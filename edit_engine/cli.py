@@ -41,8 +41,10 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--threshold", type=float, help="confidence needed to commit a token in parallel")
     p.add_argument("--min-commit", type=int, help="commit at least this many tokens per pass (default: the "
                    "model's sampler.json, else 1)")
-    p.add_argument("--spread", action=argparse.BooleanOptionalAction, default=None,
-                   help="the floor takes no two neighbouring slots in one pass (default: the model's sampler.json)")
+    p.add_argument("--spread", type=int, nargs="?", const=1, default=None, metavar="R",
+                   help="the floor takes no two slots within R of each other in one pass (R default 1; default: "
+                   "the model's sampler.json)")
+    p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -53,6 +53,9 @@ from .model import CANVAS, PREFIX, SUFFIX, ContextCache, DiffusionLM
 SCORES = kernels.commit.SCORES
 
 
+MAX_SPREAD = 8  # the Triton commit kernel unrolls one neighbour test per unit of radius
+
+
 @dataclass(frozen=True)
 class SamplerConfig:
     """How the canvas is denoised. Defaults are the speed/quality point documented in the README."""
@@ -60,10 +63,10 @@ class SamplerConfig:
     threshold: float = 0.9  # commit every masked slot whose score is at least this (> 1: only the floor)
     score: str = "confidence"  # confidence | margin | entropy (kernels.commit)
     min_commit: int = 1  # floor: slots committed per pass even if none clears the threshold
-    # The floor takes no two neighbouring slots (local maxima of the score among masked neighbours only,
+    # R > 0: the floor takes no two slots within R of each other (each the best of its +-R masked neighbourhood,
     # kernels.commit.spread_eligible): neighbours chosen independently in one pass are where parallel decoding
-    # breaks (a repeated word, a doubled bracket). Threshold commits are unaffected.
-    spread: bool = False
+    # breaks (a repeated word, a doubled bracket). Threshold commits are unaffected. true in JSON = 1.
+    spread: int = 0
     max_commit: int = 0  # ceiling: at most this many per pass (0 = no ceiling)
     temperature: float = 0.0  # 0 = greedy; > 0 samples each slot's token from softmax(logits / T)
     initial_canvas: int = 16  # slots of the first canvas
@@ -78,8 +81,11 @@ class SamplerConfig:
             raise ValueError(f"score={self.score!r}; expected one of {SCORES}")
         if not 0.0 <= self.threshold:
             raise ValueError("threshold must be >= 0")
-        if not isinstance(self.spread, bool) or not isinstance(self.line_stop, bool):
-            raise ValueError("spread and line_stop must be true or false")
+        if not isinstance(self.line_stop, bool):
+            raise ValueError("line_stop must be true or false")
+        if not isinstance(self.spread, int) or not 0 <= self.spread <= MAX_SPREAD:
+            raise ValueError(f"spread must be a radius from 0 (off) to {MAX_SPREAD}, or true (1) / false (0)")
+        object.__setattr__(self, "spread", int(self.spread))  # true/false from JSON -> 1/0
         if self.min_commit < 1 or self.max_commit < 0:
             raise ValueError("min_commit must be >= 1 and max_commit >= 0")
         if self.max_commit and self.max_commit < self.min_commit:

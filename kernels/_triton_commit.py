@@ -148,8 +148,8 @@ def _commit_kernel(
     BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr, SPREAD: tl.constexpr,
 ):
     """One program per batch row: rank and decide every slot (phase 1), then write (phase 2). (B, C) contiguous.
-    SPREAD: the floor takes only local maxima among masked neighbours (``commit.spread_eligible``), ranked among
-    themselves."""
+    SPREAD = R > 0: the floor takes only the maxima of their +-R masked neighbourhood (``commit.spread_eligible``),
+    ranked among themselves."""
     row = tl.program_id(0).to(tl.int64) * C
     for i0 in range(0, C, BLOCK_I):
         ii = i0 + tl.arange(0, BLOCK_I)
@@ -158,9 +158,11 @@ def _commit_kernel(
         si = tl.where(mi, tl.load(raw_ptr + row + ii, mask=ok_i, other=0.0), -1.0)
         rank = tl.zeros([BLOCK_I], tl.int32)
         rank_loc = tl.zeros([BLOCK_I], tl.int32)
-        if SPREAD:
-            loc_i = mi & (si > _masked_score(raw_ptr, masked_ptr, row, ii - 1, C)) & (
-                si >= _masked_score(raw_ptr, masked_ptr, row, ii + 1, C))
+        if SPREAD > 0:
+            loc_i = mi
+            for d in tl.static_range(1, SPREAD + 1):
+                loc_i = loc_i & (si > _masked_score(raw_ptr, masked_ptr, row, ii - d, C)) & (
+                    si >= _masked_score(raw_ptr, masked_ptr, row, ii + d, C))
         for j0 in range(0, C, BLOCK_J):
             jj = j0 + tl.arange(0, BLOCK_J)
             ok_j = jj < C
@@ -169,11 +171,13 @@ def _commit_kernel(
             sj = tl.where(ok_j, sj, float("-inf"))
             ahead = (sj[None, :] > si[:, None]) | ((sj[None, :] == si[:, None]) & (jj[None, :] < ii[:, None]))
             rank += tl.sum(ahead.to(tl.int32), axis=1)
-            if SPREAD:
-                loc_j = ok_j & mj & (sj > _masked_score(raw_ptr, masked_ptr, row, jj - 1, C)) & (
-                    sj >= _masked_score(raw_ptr, masked_ptr, row, jj + 1, C))
+            if SPREAD > 0:
+                loc_j = ok_j & mj
+                for d in tl.static_range(1, SPREAD + 1):
+                    loc_j = loc_j & (sj > _masked_score(raw_ptr, masked_ptr, row, jj - d, C)) & (
+                        sj >= _masked_score(raw_ptr, masked_ptr, row, jj + d, C))
                 rank_loc += tl.sum((ahead & loc_j[None, :]).to(tl.int32), axis=1)
-        if SPREAD:
+        if SPREAD > 0:
             floor = loc_i & (rank_loc < min_commit)
         else:
             floor = rank < min_commit
@@ -230,7 +234,7 @@ def commit_from_stats_triton(
     threshold: float,
     min_commit: int = 1,
     max_commit: int = 0,
-    spread: bool = False,
+    spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The threshold commit from per-slot (token, score) (B, C); same rule as ``commit_mask_ref``, in place."""
     if tokens.dtype != torch.int64 or masked.dtype != torch.bool:
@@ -246,7 +250,7 @@ def commit_from_stats_triton(
     _commit_kernel[(B,)](
         idx.reshape(B, C).to(torch.int64).contiguous(), s.reshape(B, C).float().contiguous(), tok,
         msk.view(torch.uint8), score, commit.view(torch.uint8), C, float(threshold), int(min_commit),
-        int(max_commit), BLOCK_I=block, BLOCK_J=block, SPREAD=bool(spread),
+        int(max_commit), BLOCK_I=block, BLOCK_J=block, SPREAD=int(spread),
     )
     if tok is not tokens:
         tokens.copy_(tok)
@@ -264,7 +268,7 @@ def commit_step_triton(
     min_commit: int = 1,
     max_commit: int = 0,
     choice: torch.Tensor | None = None,
-    spread: bool = False,
+    spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Triton version of ``commit_step_ref`` (same arguments, same in-place writes, same returns)."""
     idx, s = token_stats_triton(logits, score, choice)

@@ -57,15 +57,19 @@ def _rank(s: torch.Tensor) -> torch.Tensor:
     return rank
 
 
-def spread_eligible(s: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
-    """Masked slots that are local maxima of the score among their masked neighbours (ties: the left one): the
-    slots a spread floor may take. No two are adjacent, and the best masked slot of a row always is one. Scores
-    are in [0, 1] (``SCORES``); unmasked slots count as -1, so they never block a neighbour."""
+def spread_eligible(s: torch.Tensor, masked: torch.Tensor, radius: int = 1) -> torch.Tensor:
+    """Masked slots whose score is the highest among the masked slots within ``radius`` of them (ties: the
+    leftmost): the slots a spread floor may take. No two of them are within ``radius`` of each other, and the
+    best masked slot of a row always is one. Scores are in [0, 1] (``SCORES``); unmasked slots count as -1, so
+    they never block a neighbour."""
     s = s.masked_fill(~masked, -1.0)
-    neg = torch.full_like(s[..., :1], -1.0)
-    left = torch.cat([neg, s[..., :-1]], -1)
-    right = torch.cat([s[..., 1:], neg], -1)
-    return masked & (s > left) & (s >= right)
+    ok = masked.clone()
+    for d in range(1, min(radius, s.shape[-1] - 1) + 1):
+        neg = torch.full_like(s[..., :d], -1.0)
+        left = torch.cat([neg, s[..., :-d]], -1)
+        right = torch.cat([s[..., d:], neg], -1)
+        ok &= (s > left) & (s >= right)
+    return ok
 
 
 def commit_mask_ref(
@@ -74,20 +78,20 @@ def commit_mask_ref(
     threshold: float,
     min_commit: int = 1,
     max_commit: int = 0,
-    spread: bool = False,
+    spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Which masked positions to commit. Returns (score with -1 off the mask, committed bool).
 
     Every masked slot scoring at least ``threshold`` commits, and so do the ``min_commit`` best (the floor), at
-    most ``max_commit`` (the best; 0 = no ceiling). With ``spread`` the floor takes the best of the
-    ``spread_eligible`` slots only: never two neighbours whose tokens were chosen independently in one pass,
-    where a small model's guesses disagree most (a repeated word, a doubled bracket). The ceiling keeps its
-    meaning, the ``max_commit`` best masked slots overall, so with ``spread`` a floor pick ranked below them is
-    dropped (the best slot always commits)."""
+    most ``max_commit`` (the best; 0 = no ceiling). With ``spread`` = R > 0 the floor takes the best of the
+    ``spread_eligible(s, masked, R)`` slots only: never two slots within R of each other whose tokens were chosen
+    independently in one pass, where a small model's guesses disagree most (a repeated word, a doubled
+    bracket). ``True`` is R = 1. The ceiling keeps its meaning, the ``max_commit`` best masked slots overall,
+    so with ``spread`` a floor pick ranked below them is dropped (the best slot always commits)."""
     s = torch.where(masked, s, torch.full_like(s, -1.0))
     rank = _rank(s)
     if spread:
-        ok = spread_eligible(s, masked)
+        ok = spread_eligible(s, masked, int(spread))
         floor = ok & (_rank(torch.where(ok, s, torch.full_like(s, -1.0))) < min_commit)
     else:
         floor = rank < min_commit
@@ -106,7 +110,7 @@ def commit_step_ref(
     min_commit: int = 1,
     max_commit: int = 0,
     choice: torch.Tensor | None = None,
-    spread: bool = False,
+    spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """PyTorch twin of the fused commit step (writes ``tokens`` and ``masked`` in place)."""
     idx, s = token_stats_ref(logits, score, choice)
@@ -125,7 +129,7 @@ def commit_step(
     min_commit: int = 1,
     max_commit: int = 0,
     choice: torch.Tensor | None = None,
-    spread: bool = False,
+    spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if use_triton(logits):
         from ._triton_commit import commit_step_triton

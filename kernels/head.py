@@ -86,7 +86,7 @@ def commit_from_stats_ref(
     threshold: float,
     min_commit: int = 1,
     max_commit: int = 0,
-    spread: bool = False,
+    spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The second half of ``commit_step_ref``, from (token, score) (B, C): writes tokens and mask in place."""
     s, commit = commit_mask_ref(s, masked, threshold, min_commit, max_commit, spread)
@@ -103,7 +103,7 @@ def commit_from_stats(
     threshold: float,
     min_commit: int = 1,
     max_commit: int = 0,
-    spread: bool = False,
+    spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if use_triton(s):
         from ._triton_commit import commit_from_stats_triton

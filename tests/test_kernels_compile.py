@@ -30,7 +30,7 @@ def _cases(dt: str) -> list[tuple[str, list[str], dict[str, Any]]]:
         ("_row_stats_kernel", [p, I32, I32, I32, I64, I64, "*fp32"],
          {"SCORE": 1, "HAS_CHOICE": True, "BLOCK_R": 1, "BLOCK_V": 1024, "BIG": BIG}),
         ("_commit_kernel", [I64, "*fp32", I64, U8, "*fp32", U8, I32, F32, I32, I32],
-         {"BLOCK_I": 64, "BLOCK_J": 64, "SPREAD": True}),
+         {"BLOCK_I": 64, "BLOCK_J": 64, "SPREAD": 2}),
         ("_rms_norm_kernel", [p] * 5 + [I32, I32, I32, I32, F32],
          {"HAS_DELTA": True, "BLOCK_R": 1, "BLOCK_D": 1024}),
         ("_rotary_kernel", [p] * 6 + [I32] * 12, {"HALF": 32, "BLOCK_T": 1, "BLOCK_HALF": 32}),

@@ -122,9 +122,9 @@ def test_token_stats_with_banned_tokens(c: int, v: int, score: str, seed: int) -
 @FEW
 @given(c=POSITIONS, v=st.sampled_from([5, 333, 1500]), score=SCORES, dtype=_DTYPE,
        threshold=st.sampled_from([0.0, 0.05, 0.3, 0.9, 1.5]), min_commit=st.integers(1, 3),
-       max_commit=st.sampled_from([0, 3, 8]), seed=st.integers(0, 999), spread=st.booleans())
+       max_commit=st.sampled_from([0, 3, 8]), seed=st.integers(0, 999), spread=st.sampled_from([0, 1, 2, 3]))
 def test_commit_step_matches_twin(c: int, v: int, score: str, dtype: torch.dtype, threshold: float,
-                                  min_commit: int, max_commit: int, seed: int, spread: bool) -> None:
+                                  min_commit: int, max_commit: int, seed: int, spread: int) -> None:
     """Tokens, mask, scores and the committed set equal the twin's (continuous logits: no near-ties)."""
     max_commit = max(max_commit, min_commit) if max_commit else 0
     b = 2 if c < 500 else 1
@@ -147,9 +147,9 @@ def test_commit_step_matches_twin(c: int, v: int, score: str, dtype: torch.dtype
 @FEW
 @given(c=POSITIONS, levels=st.integers(1, 4), threshold=st.sampled_from([0.0, 0.5, 2.0]),
        min_commit=st.integers(1, 4), max_commit=st.sampled_from([0, 4, 9]), seed=st.integers(0, 999),
-       spread=st.booleans())
+       spread=st.sampled_from([0, 1, 2, 3]))
 def test_commit_rule_exact_with_ties(c: int, levels: int, threshold: float, min_commit: int, max_commit: int,
-                                     seed: int, spread: bool) -> None:
+                                     seed: int, spread: int) -> None:
     """The rank/commit kernel alone, on scores with many exact ties: lowest index wins, like the stable sort."""
     max_commit = max(max_commit, min_commit) if max_commit else 0
     g = _gen(seed)
@@ -173,9 +173,9 @@ def test_commit_rule_exact_with_ties(c: int, levels: int, threshold: float, min_
     n = commit.sum(-1)
     least = 1 if spread else min_commit  # spread: the best masked slot always commits; the floor may take fewer
     assert bool((n >= torch.minimum(before.sum(-1), torch.tensor(least))).all())
-    if spread:  # the floor's own slots (under the threshold) are never neighbours
-        floor_only = commit & (score < threshold)
-        assert not bool((floor_only[:, 1:] & floor_only[:, :-1]).any()), "spread floor took two neighbours"
+    floor_only = commit & (score < threshold)  # with spread, never two within the radius
+    for d in range(1, min(spread, c - 1) + 1):
+        assert not bool((floor_only[:, d:] & floor_only[:, :-d]).any()), f"spread floor took two slots {d} apart"
     if max_commit:
         assert bool((n <= max_commit).all())
 
@@ -463,10 +463,11 @@ def test_spread_commit_across_tiles_with_ties(monkeypatch: pytest.MonkeyPatch, s
         idx = torch.randint(0, 50, (3, c), generator=g)
         tokens = torch.randint(0, 50, (3, c), generator=g)
         masked = torch.rand(3, c, generator=g) < 0.7
-        for threshold, floor, ceiling in ((2.0, 4, 0), (0.5, 6, 0), (2.0, 3, 3), (0.0, 1, 0)):
+        for threshold, floor, ceiling, radius in ((2.0, 4, 0, 1), (0.5, 6, 0, 2), (2.0, 3, 3, 1), (0.0, 1, 0, 3),
+                                                  (2.0, 8, 0, 3)):
             t_ref, m_ref = tokens.clone(), masked.clone()
             t_tri, m_tri = tokens.clone(), masked.clone()
-            _, commit = tcommit.commit_from_stats_triton(idx, s, t_tri, m_tri, threshold, floor, ceiling, True)
-            _, commit_ref = khead.commit_from_stats_ref(idx, s, t_ref, m_ref, threshold, floor, ceiling, True)
-            assert torch.equal(commit, commit_ref), (c, threshold, floor, ceiling)
+            _, commit = tcommit.commit_from_stats_triton(idx, s, t_tri, m_tri, threshold, floor, ceiling, radius)
+            _, commit_ref = khead.commit_from_stats_ref(idx, s, t_ref, m_ref, threshold, floor, ceiling, radius)
+            assert torch.equal(commit, commit_ref), (c, threshold, floor, ceiling, radius)
             assert torch.equal(t_tri, t_ref) and torch.equal(m_tri, m_ref)

@@ -185,17 +185,17 @@ def test_bad_config_rejected() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(c=st.integers(1, 40), levels=st.integers(1, 6), threshold=st.sampled_from([0.0, 0.5, 0.9, 2.0]),
-       floor=st.integers(1, 8), seed=st.integers(0, 10_000))
-def test_spread_floor_rule(c: int, levels: int, threshold: float, floor: int, seed: int) -> None:
-    """The spread floor (SamplerConfig.spread): every slot over the threshold still commits, the best masked
-    slot always does (so denoising always progresses), the floor's own picks are never neighbours, and it picks
-    at most ``floor`` of them; ties included (few score levels)."""
+       floor=st.integers(1, 8), seed=st.integers(0, 10_000), radius=st.integers(1, 4))
+def test_spread_floor_rule(c: int, levels: int, threshold: float, floor: int, seed: int, radius: int) -> None:
+    """The spread floor (SamplerConfig.spread = R): every slot over the threshold still commits, the best masked
+    slot always does (so denoising always progresses), no two of the floor's own picks are within R of each
+    other, and it picks at most ``floor``; ties included (few score levels)."""
     from kernels.commit import commit_mask_ref, spread_eligible
 
     g = torch.Generator().manual_seed(seed)
     s = torch.randint(0, levels, (2, c), generator=g).float() / levels
     masked = torch.rand(2, c, generator=g) < 0.7
-    sc, commit = commit_mask_ref(s, masked, threshold, floor, spread=True)
+    sc, commit = commit_mask_ref(s, masked, threshold, floor, spread=radius)
     _, plain = commit_mask_ref(s, masked, threshold, floor)
     assert not bool((commit & ~masked).any())
     assert bool((commit | ~(masked & (s >= threshold))).all()), "a slot over the threshold was left"
@@ -204,9 +204,10 @@ def test_spread_floor_rule(c: int, levels: int, threshold: float, floor: int, se
             best = int(torch.argmax(sc[r]))  # first index of the best masked score
             assert bool(commit[r, best]) and bool(plain[r, best])
     picks = commit & (sc < threshold)
-    assert not bool((picks[:, 1:] & picks[:, :-1]).any()), "the floor took two neighbours"
+    for d in range(1, min(radius, c - 1) + 1):
+        assert not bool((picks[:, d:] & picks[:, :-d]).any()), f"the floor took two slots {d} apart"
     assert bool((picks.sum(-1) <= floor).all())
-    assert not bool((picks & ~spread_eligible(sc, masked)).any())
+    assert not bool((picks & ~spread_eligible(sc, masked, radius)).any())
 
 
 def test_spread_floor_changes_what_a_model_commits(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
@@ -223,3 +224,14 @@ def test_spread_floor_changes_what_a_model_commits(tiny_model: DiffusionLM, tiny
     assert bool((firsts[False][1:] & firsts[False][:-1]).any()), "plain picks no neighbours here: test shows nothing"
     picked = firsts[True]
     assert 1 <= int(picked.sum()) <= 4 and not bool((picked[1:] & picked[:-1]).any())
+
+
+def test_spread_setting_values() -> None:
+    """``spread`` is a radius; JSON's true/false mean 1/0; anything else is refused with a clear error."""
+    import pytest
+
+    assert SamplerConfig(spread=True).spread == 1 and SamplerConfig(spread=False).spread == 0
+    assert SamplerConfig(spread=3).spread == 3
+    for bad in ("false", -1, 9, 1.5):
+        with pytest.raises(ValueError, match="spread"):
+            SamplerConfig(spread=bad)  # type: ignore[arg-type]

@@ -35,8 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--threshold", type=float, help="sampler confidence threshold")
     p.add_argument("--min-commit", type=int, help="sampler floor: slots committed per pass at least")
     p.add_argument("--score", choices=("confidence", "margin", "entropy"), help="sampler commit score")
-    p.add_argument("--spread", action=argparse.BooleanOptionalAction, default=None,
-                   help="sampler floor takes no two neighbouring slots (default: the model's sampler.json)")
+    p.add_argument("--spread", type=int, nargs="?", const=1, default=None, metavar="R",
+                   help="the floor takes no two slots within R of each other in one pass (R default 1; default: "
+                   "the model's sampler.json)")
+    p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
     fill = p.add_mutually_exclusive_group()
     fill.add_argument("--canonical", action="store_true", help="self-test: fill with the canonical solutions")
     fill.add_argument("--empty", action="store_true", help="floor: fill every hole with the empty string")
@@ -81,7 +83,7 @@ def _eval(a: argparse.Namespace) -> int:
         from ..engine import Engine
 
         engine = Engine.load(a.model, threads=a.threads or None)
-        overrides: dict[str, float | int | str | bool] = {} if a.threshold is None else {"threshold": a.threshold}
+        overrides: dict[str, float | int | str] = {} if a.threshold is None else {"threshold": a.threshold}
         if a.min_commit is not None:
             overrides["min_commit"] = a.min_commit
         if a.score is not None:
