@@ -25,6 +25,7 @@ class Settings:
     max_tokens: int | None = None  # longest fill in tokens; None = the engine's default (capped by the model)
     threshold: float | None = None  # confidence to commit a token in parallel; None = the sampler's default
     min_commit: int | None = None  # tokens committed per pass at least; None = the model's sampler.json (or 1)
+    spread: int | None = None  # floor picks at least this far apart (0 = off); None = the model's sampler.json
     stream_passes: bool = False  # send editEngine/pass notifications while denoising
 
     def overrides(self) -> dict[str, Any]:
@@ -34,6 +35,8 @@ class Settings:
             out["threshold"] = self.threshold
         if self.min_commit is not None:
             out["min_commit"] = self.min_commit
+        if self.spread is not None:
+            out["spread"] = self.spread
         return out
 
 
@@ -64,6 +67,16 @@ def _threshold(v: Any) -> float | None:
     return float(v)
 
 
+def _spread(v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return int(v)
+    if not isinstance(v, int) or not 0 <= v <= 8:
+        raise ValueError("expected an integer from 0 (off) to 8, or true / false")
+    return v
+
+
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
         raise ValueError("expected true or false")
@@ -75,6 +88,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "maxTokens": ("max_tokens", _max_tokens),
     "threshold": ("threshold", _threshold),
     "minCommit": ("min_commit", _max_tokens),
+    "spread": ("spread", _spread),
     "streamPasses": ("stream_passes", _bool),
 }
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}

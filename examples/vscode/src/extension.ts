@@ -50,6 +50,7 @@ function settings(): Record<string, unknown> {
     maxTokens: c.get<number | null>("maxTokens", null),
     threshold: c.get<number | null>("threshold", null),
     minCommit: c.get<number | null>("minCommit", null),
+    spread: c.get<number | null>("spread", null),
     streamPasses: c.get<boolean>("streamPasses", true),
   };
 }
