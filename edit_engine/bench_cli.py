@@ -162,8 +162,8 @@ def _bench(a: argparse.Namespace) -> int:
 
 def _command_line(a: argparse.Namespace) -> str:
     parts = ["edit-engine", "bench"]
-    for flag in ("json", "quick"):
-        if getattr(a, flag):
+    for flag in ("json", "quick", "compile"):
+        if getattr(a, flag, False):
             parts.append(f"--{flag}")
     for flag in ("model", "ar_model", "device", "threads", "seed", "spans", "contexts", "reps", "line_chars",
                  "keystroke_context"):

@@ -15,6 +15,19 @@ from pathlib import Path
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
+def spread_radius(text: str) -> int:
+    """``--spread R``: an integer from 0 (off) to ``sampler.MAX_SPREAD``."""
+    from .sampler import MAX_SPREAD
+
+    try:
+        r = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {MAX_SPREAD}, got {text!r}") from None
+    if not 0 <= r <= MAX_SPREAD:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {MAX_SPREAD}, got {r}")
+    return r
+
+
 class UserError(Exception):
     """A problem with the user's input: printed as one line, exit code 2."""
 
@@ -41,9 +54,9 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--threshold", type=float, help="confidence needed to commit a token in parallel")
     p.add_argument("--min-commit", type=int, help="commit at least this many tokens per pass (default: the "
                    "model's sampler.json, else 1)")
-    p.add_argument("--spread", type=int, nargs="?", const=1, default=None, metavar="R",
-                   help="the floor takes no two slots within R of each other in one pass (R default 1; default: "
-                   "the model's sampler.json)")
+    p.add_argument("--spread", type=spread_radius, default=None, metavar="R",
+                   help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
+                   "default: the model's sampler.json)")
     p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=0.0)

@@ -175,7 +175,7 @@ def plan(text: str, offset: int, selection: tuple[int, int] | None = None,
         lead = target if not before else ""
         return mk(offset, offset, "statement", 16, max_tokens or 64, False, before or target, lead)
     # 8 slots to start (the canvas grows when a line needs more): on held-out single lines it fills as well as
-    # 16 and, typing into a document, takes 2.2 passes per fill instead of 3.5 (README, "Commit policy").
+    # 16 and, typing into a document, takes 2.2 passes per fill instead of 3.5 (BENCHMARKS.md, "Results").
     return mk(offset, offset, "rest_of_line", 8, max_tokens or 48, True, indent)
 
 

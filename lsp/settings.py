@@ -25,7 +25,7 @@ class Settings:
     max_tokens: int | None = None  # longest fill in tokens; None = the engine's default (capped by the model)
     threshold: float | None = None  # confidence to commit a token in parallel; None = the sampler's default
     min_commit: int | None = None  # tokens committed per pass at least; None = the model's sampler.json (or 1)
-    spread: int | None = None  # floor picks at least this far apart (0 = off); None = the model's sampler.json
+    spread: int | None = None  # no two floor picks within this many slots (0 = off); None = sampler.json
     stream_passes: bool = False  # send editEngine/pass notifications while denoising
 
     def overrides(self) -> dict[str, Any]:
@@ -72,8 +72,10 @@ def _spread(v: Any) -> int | None:
         return None
     if isinstance(v, bool):
         return int(v)
-    if not isinstance(v, int) or not 0 <= v <= 8:
-        raise ValueError("expected an integer from 0 (off) to 8, or true / false")
+    from edit_engine.sampler import MAX_SPREAD
+
+    if not isinstance(v, int) or not 0 <= v <= MAX_SPREAD:
+        raise ValueError(f"expected an integer from 0 (off) to {MAX_SPREAD}, or true / false")
     return v
 
 

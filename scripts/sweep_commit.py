@@ -1,7 +1,7 @@
 """The commit policy's speed-quality curve, measured on held-out code (never on the benchmarks).
 
-    python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions] [--floors 1,4] [--spread]
-                                   [--json OUT]
+    python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions] [--floors 1,4] [--spread R]
+                                   [--initial-canvas N] [--json OUT]
 
 Holes: single lines (with their newline, as HumanEval single-line cuts them) from the corpus's validation split
 (``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                     "short held-out function with a docstring, with that function alone as context (HumanEval's "
                     "shape)")
     ap.add_argument("--initial-canvas", type=int, default=16, help="canvas slots to start with (grows when full)")
-    ap.add_argument("--spread", type=int, nargs="?", const=1, default=0, metavar="R",
-                    help="every row with the spread floor of radius R (SamplerConfig.spread; R default 1)")
+    ap.add_argument("--spread", type=int, default=0, metavar="R",
+                    help="every row with the spread floor of radius R (SamplerConfig.spread; 0 = off)")
     ap.add_argument("--floors", help="only the default policy (confidence, 0.9) at these floors, e.g. 1,2,4")
     a = ap.parse_args(argv)
     floors = {int(x) for x in a.floors.split(",")} if a.floors else None

@@ -56,3 +56,15 @@ def test_invalid_utf8(tmp_path: Path) -> None:
     f.write_bytes(b"x = '\xff'\n")
     p = run("infill", str(f), "--line", "1", "--col", "1")
     assert p.returncode == 2 and "UTF-8" in p.stderr
+
+
+@pytest.mark.parametrize("value", ["9", "-1", "x"])
+def test_spread_out_of_range_is_a_usage_error(value: str) -> None:
+    p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--spread", value)
+    assert p.returncode == 2 and "--spread" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_spread_radius_is_accepted() -> None:
+    p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--spread", "2", "--min-commit", "4", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["nfe"] >= 1

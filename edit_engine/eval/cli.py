@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ..cli import UserError, _command
+from ..cli import UserError, _command, spread_radius
 from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
 
 
@@ -35,9 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--threshold", type=float, help="sampler confidence threshold")
     p.add_argument("--min-commit", type=int, help="sampler floor: slots committed per pass at least")
     p.add_argument("--score", choices=("confidence", "margin", "entropy"), help="sampler commit score")
-    p.add_argument("--spread", type=int, nargs="?", const=1, default=None, metavar="R",
-                   help="the floor takes no two slots within R of each other in one pass (R default 1; default: "
-                   "the model's sampler.json)")
+    p.add_argument("--spread", type=spread_radius, default=None, metavar="R",
+                   help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
+                   "default: the model's sampler.json)")
     p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
     fill = p.add_mutually_exclusive_group()
     fill.add_argument("--canonical", action="store_true", help="self-test: fill with the canonical solutions")
