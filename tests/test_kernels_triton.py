@@ -321,7 +321,10 @@ def test_head_token_stats_16bit(c: int, v: int, dtype: torch.dtype, score: str, 
     assert_close("logit of the chosen token", chosen, exact.max(-1).values, dtype=dtype)
     _, s_exact = token_stats_ref(exact, score)
     assert_close("score", s, s_exact, atol=1e-4)
-    assert_close("score against the twin", s, s_ref, dtype=dtype, atol=1e-2)  # the twin's rounding, bounded
+    # The twin's rounding, bounded: its logits are 16-bit, each off by up to half an ulp of its size (bf16: 2^-9
+    # relative, about 0.016 at a logit of 8), which moves a probability, and so a margin, by up to a few of those
+    # (Hypothesis found 0.0114 at bf16). The exact check above is the one that holds the kernel to 1e-4.
+    assert_close("score against the twin", s, s_ref, dtype=dtype, atol=5e-2 if dtype == torch.bfloat16 else 1e-2)
 
 
 def test_head_dispatcher_paths(monkeypatch: pytest.MonkeyPatch) -> None:
