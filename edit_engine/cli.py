@@ -15,17 +15,15 @@ from pathlib import Path
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
-def spread_radius(text: str) -> int:
-    """``--spread R``: an integer from 0 (off) to ``sampler.MAX_SPREAD``."""
-    from .sampler import MAX_SPREAD
+def spread_arg(text: str) -> int:
+    """``--spread R``: the radius, checked by ``sampler.spread_radius`` (a usage error, not a traceback)."""
+    from .sampler import spread_radius
 
     try:
-        r = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {MAX_SPREAD}, got {text!r}") from None
-    if not 0 <= r <= MAX_SPREAD:
-        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {MAX_SPREAD}, got {r}")
-    return r
+        return spread_radius(int(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e) if text.strip().lstrip("-").isdigit() else
+                                         f"expected an integer, got {text!r}") from None
 
 
 class UserError(Exception):
@@ -54,7 +52,7 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--threshold", type=float, help="confidence needed to commit a token in parallel")
     p.add_argument("--min-commit", type=int, help="commit at least this many tokens per pass (default: the "
                    "model's sampler.json, else 1)")
-    p.add_argument("--spread", type=spread_radius, default=None, metavar="R",
+    p.add_argument("--spread", type=spread_arg, default=None, metavar="R",
                    help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
                    "default: the model's sampler.json)")
     p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
@@ -71,6 +69,7 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 def _infill(a: argparse.Namespace) -> int:
     from .engine import Engine, language_for_path
     from .positions import offset_of_line_col
+    from .sampler import set_overrides
 
     path = Path(a.file)
     try:
@@ -94,8 +93,8 @@ def _infill(a: argparse.Namespace) -> int:
     except ValueError as e:
         raise UserError(str(e)) from e
     engine = Engine.load(a.model)
-    overrides = {k: v for k, v in (("threshold", a.threshold), ("temperature", a.temperature),
-                                    ("min_commit", a.min_commit), ("spread", a.spread)) if v is not None}
+    overrides = set_overrides(threshold=a.threshold, temperature=a.temperature, min_commit=a.min_commit,
+                              spread=a.spread)
     lang = a.language or language_for_path(path)
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
               repair=not a.no_repair, **overrides)

@@ -338,6 +338,10 @@ class Engine:
         return self.path.name if self.path else "edit-engine"
 
     # ------------------------------------------------------------------ hole in, text out
+    def sampler_for(self, overrides: dict[str, Any]) -> SamplerConfig:
+        """The sampler settings a call with these overrides runs with (the checkpoint's, overridden)."""
+        return self._config(None, overrides)
+
     def _config(self, max_tokens: int | None, overrides: dict[str, Any]) -> SamplerConfig:
         if "max_commit" in overrides and "min_commit" not in overrides and overrides["max_commit"]:
             # A ceiling below the checkpoint's floor (sampler.json) lowers the floor with it.

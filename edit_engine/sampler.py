@@ -43,6 +43,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -54,6 +55,21 @@ SCORES = kernels.commit.SCORES
 
 
 MAX_SPREAD = 8  # the Triton commit kernel unrolls one neighbour test per unit of radius
+
+
+def spread_radius(value: object) -> int:
+    """A spread setting as its radius: an int from 0 (off) to ``MAX_SPREAD``, or a bool (true = 1, false = 0).
+    The one check behind ``SamplerConfig``, the CLI's ``--spread`` and the LSP's ``spread`` setting."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and 0 <= value <= MAX_SPREAD:
+        return value
+    raise ValueError(f"spread must be a radius from 0 (off) to {MAX_SPREAD}, or true (1) / false (0); got {value!r}")
+
+
+def set_overrides(**settings: Any) -> dict[str, Any]:
+    """Sampler overrides from optional settings: the ones that are set (not None), for ``Engine`` calls."""
+    return {k: v for k, v in settings.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -83,9 +99,7 @@ class SamplerConfig:
             raise ValueError("threshold must be >= 0")
         if not isinstance(self.line_stop, bool):
             raise ValueError("line_stop must be true or false")
-        if not isinstance(self.spread, int) or not 0 <= self.spread <= MAX_SPREAD:
-            raise ValueError(f"spread must be a radius from 0 (off) to {MAX_SPREAD}, or true (1) / false (0)")
-        object.__setattr__(self, "spread", int(self.spread))  # true/false from JSON -> 1/0
+        object.__setattr__(self, "spread", spread_radius(self.spread))  # true/false from JSON -> 1/0
         if self.min_commit < 1 or self.max_commit < 0:
             raise ValueError("min_commit must be >= 1 and max_commit >= 0")
         if self.max_commit and self.max_commit < self.min_commit:

@@ -30,14 +30,9 @@ class Settings:
 
     def overrides(self) -> dict[str, Any]:
         """Sampler overrides for ``Engine.stream_complete`` (only the ones that are set)."""
-        out: dict[str, Any] = {}
-        if self.threshold is not None:
-            out["threshold"] = self.threshold
-        if self.min_commit is not None:
-            out["min_commit"] = self.min_commit
-        if self.spread is not None:
-            out["spread"] = self.spread
-        return out
+        from edit_engine.sampler import set_overrides
+
+        return set_overrides(threshold=self.threshold, min_commit=self.min_commit, spread=self.spread)
 
 
 # camelCase wire key -> (field name, validator). A validator returns the value or raises ValueError.
@@ -68,15 +63,9 @@ def _threshold(v: Any) -> float | None:
 
 
 def _spread(v: Any) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return int(v)
-    from edit_engine.sampler import MAX_SPREAD
+    from edit_engine.sampler import spread_radius
 
-    if not isinstance(v, int) or not 0 <= v <= MAX_SPREAD:
-        raise ValueError(f"expected an integer from 0 (off) to {MAX_SPREAD}, or true / false")
-    return v
+    return None if v is None else spread_radius(v)
 
 
 def _bool(v: Any) -> bool:

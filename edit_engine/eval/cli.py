@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ..cli import UserError, _command, spread_radius
+from ..cli import UserError, _command, spread_arg
 from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
 
 
@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--threshold", type=float, help="sampler confidence threshold")
     p.add_argument("--min-commit", type=int, help="sampler floor: slots committed per pass at least")
     p.add_argument("--score", choices=("confidence", "margin", "entropy"), help="sampler commit score")
-    p.add_argument("--spread", type=spread_radius, default=None, metavar="R",
+    p.add_argument("--spread", type=spread_arg, default=None, metavar="R",
                    help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
                    "default: the model's sampler.json)")
     p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
@@ -81,18 +81,13 @@ def _eval(a: argparse.Namespace) -> int:
         filler, kind = empty_filler, "empty"
     else:
         from ..engine import Engine
+        from ..sampler import set_overrides
 
         engine = Engine.load(a.model, threads=a.threads or None)
-        overrides: dict[str, float | int | str] = {} if a.threshold is None else {"threshold": a.threshold}
-        if a.min_commit is not None:
-            overrides["min_commit"] = a.min_commit
-        if a.score is not None:
-            overrides["score"] = a.score
-        if a.spread is not None:
-            overrides["spread"] = a.spread
+        overrides = set_overrides(threshold=a.threshold, min_commit=a.min_commit, score=a.score, spread=a.spread)
         line_stop = not (a.no_line_stop or a.no_truncate)
         filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
-        eff = engine.sampler.with_(**overrides)  # the checkpoint's sampler.json with this command's overrides
+        eff = engine.sampler_for(overrides)  # the checkpoint's sampler.json with this command's overrides
         sampler_used = {k: getattr(eff, k) for k in ("threshold", "score", "min_commit", "max_commit", "spread")}
         model_name = str(engine.path or "")
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
