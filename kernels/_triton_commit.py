@@ -149,7 +149,7 @@ def _commit_kernel(
 ):
     """One program per batch row: rank and decide every slot (phase 1), then write (phase 2). (B, C) contiguous.
     SPREAD = R > 0: the floor takes only the maxima of their +-R masked neighbourhood (``commit.spread_eligible``),
-    ranked among themselves."""
+    ranked among themselves, until no more than min_commit slots of the row are masked."""
     row = tl.program_id(0).to(tl.int64) * C
     for i0 in range(0, C, BLOCK_I):
         ii = i0 + tl.arange(0, BLOCK_I)
@@ -158,6 +158,7 @@ def _commit_kernel(
         si = tl.where(mi, tl.load(raw_ptr + row + ii, mask=ok_i, other=0.0), -1.0)
         rank = tl.zeros([BLOCK_I], tl.int32)
         rank_loc = tl.zeros([BLOCK_I], tl.int32)
+        n_masked = tl.zeros([BLOCK_J], tl.int32)
         if SPREAD > 0:
             loc_i = mi
             for d in tl.static_range(1, SPREAD + 1):
@@ -171,6 +172,7 @@ def _commit_kernel(
             sj = tl.where(ok_j, sj, float("-inf"))
             ahead = (sj[None, :] > si[:, None]) | ((sj[None, :] == si[:, None]) & (jj[None, :] < ii[:, None]))
             rank += tl.sum(ahead.to(tl.int32), axis=1)
+            n_masked += (ok_j & mj).to(tl.int32)
             if SPREAD > 0:
                 loc_j = ok_j & mj
                 for d in tl.static_range(1, SPREAD + 1):
@@ -178,7 +180,9 @@ def _commit_kernel(
                         sj >= _masked_score(raw_ptr, masked_ptr, row, jj + d, C))
                 rank_loc += tl.sum((ahead & loc_j[None, :]).to(tl.int32), axis=1)
         if SPREAD > 0:
-            floor = loc_i & (rank_loc < min_commit)
+            # The endgame (twin: commit.commit_mask_ref): at most min_commit masked slots left -> the plain floor.
+            few = tl.sum(n_masked, axis=0) <= min_commit
+            floor = tl.where(few, rank < min_commit, loc_i & (rank_loc < min_commit))
         else:
             floor = rank < min_commit
         commit = mi & ((si >= threshold) | floor)

@@ -8,7 +8,8 @@ Holes: single lines (with their newline, as HumanEval single-line cuts them) fro
 fixed seed. For each commit policy (score x threshold) it fills every hole and reports exact match (the line
 exactly), line-prefix accuracy (how much of the true line the fill gets right from the start, in characters),
 forward passes per generated token, milliseconds per fill, the share of empty fills and the share of fills after
-which the whole file still parses (of the holes whose file parses as it is); and, at the default
+which the whole file still parses (of the holes whose file parses as it is), and the share that parses with a fill
+holding code (not only a comment: a comment line parses anywhere, like an empty fill); and, at the default
 policy, the length rule's ``pad_threshold``. The default policy is chosen from this table
 (README, "Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
 """
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         if floors - known:
             ap.error(f"--floors: no policy row for {sorted(floors - known)} (rows have {sorted(known)})")
     from edit_engine import Engine
+    from edit_engine.eval.harness import has_code
 
     eng = Engine.load(a.model, threads=a.threads)
     cases = holes(a.n) if a.holes == "lines" else function_holes(a.n)
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parse_ok_files = [parses(wp + line + ws) for _, _, line, wp, ws in cases]
     rows: list[dict[str, Any]] = []
     print(f"{'score':<11}{'threshold':>10}{'pad thr':>8}{'floor':>6}{'exact':>8}{'prefix acc':>12}{'nfe/token':>11}{'ms/fill':>9}"
-          f"{'empty':>7}{'parse':>7}", flush=True)
+          f"{'empty':>7}{'parse':>7}{'code':>7}", flush=True)
     for score, thr, pthr, floor in POLICIES:
         if a.only_floors and floor == 1:
             continue
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         exact = acc = 0.0
         nfe = toks = 0
-        empty = parsed = 0
+        empty = parsed = code_parsed = 0
         ms: list[float] = []
         for (pre, suf, line, whole_pre, whole_suf), check in zip(cases, parse_ok_files, strict=True):
             t = time.perf_counter()
@@ -193,14 +195,17 @@ def main(argv: list[str] | None = None) -> int:
             nfe += r.nfe
             toks += r.tokens
             empty += not r.text.strip()
-            parsed += check and parses(whole_pre + fill + whole_suf)
+            ok = check and parses(whole_pre + fill + whole_suf)
+            parsed += ok
+            code_parsed += ok and has_code(fill)
         n = len(cases)
         row = {"score": score, "threshold": thr, "pad_threshold": pthr, "min_commit": floor, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
                "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n,
-               "parse_ok": parsed / max(1, sum(parse_ok_files))}
+               "parse_ok": parsed / max(1, sum(parse_ok_files)),
+               "code_parse_ok": code_parsed / max(1, sum(parse_ok_files))}
         rows.append(row)
         print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
-              f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}",
+              f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}{row['code_parse_ok']:>7.2f}",
               flush=True)
     res = {"model": str(eng.path), "holes": a.holes, "initial_canvas": a.initial_canvas, "spread": a.spread, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
            "command": " ".join(sys.argv)}

@@ -18,6 +18,7 @@ from edit_engine.eval.harness import (
     empty_filler,
     evaluate,
     first_line,
+    has_code,
     model_filler,
     parses,
 )
@@ -108,6 +109,26 @@ def test_exact_match_strips_surrounding_whitespace_only() -> None:
     assert raw.score == 0.0
 
 
+def test_code_parse_counts_only_fills_with_code() -> None:
+    """A comment-only fill parses like an empty one: parse_ok counts it, code_parse_ok does not."""
+    tasks = [_exact_task("    return x + 1", str(i)) for i in range(4)]
+    fills = iter(["    return x + 1", "    # the the the", "", "    return ((x"])
+    report, results = evaluate(tasks, lambda t: Fill(next(fills)), progress=False)
+    assert [r.parse_ok for r in results] == [True, True, True, False]
+    assert report.parse_ok == pytest.approx(0.75)
+    assert report.code_parse_ok == pytest.approx(0.25)
+    assert report.comment_share == pytest.approx(0.25) and report.empty_share == pytest.approx(0.25)
+    d = report.to_json()
+    assert d["code_parse_ok"] == 0.25 and d["comment_share"] == 0.25
+    assert "code_parse_ok" in report.table()
+
+
+def test_has_code() -> None:
+    assert has_code("x = 1  # note\n") and has_code("# c\n    return y\n") and has_code('"""doc"""')
+    assert not has_code("") and not has_code("  \n\t\n") and not has_code("    # only a comment\n# two\n")
+    assert not has_code("// note", "javascript") and has_code("# not a comment in js", "javascript")
+
+
 def test_first_line() -> None:
     assert first_line("a\nb", keep_newline=True) == "a\n"
     assert first_line("a\nb", keep_newline=False) == "a"
@@ -147,7 +168,8 @@ def test_cli_canonical_json(capsys: pytest.CaptureFixture[str]) -> None:
     cap = capsys.readouterr()
     r = _last_json(cap.out)
     assert r["pass_at_1"] == 1.0 and r["n"] == 3 and r["fill"] == "canonical"
-    for key in ("benchmark", "mode", "parse_ok", "empty_share", "nfe_per_token", "ms_per_task"):
+    for key in ("benchmark", "mode", "parse_ok", "code_parse_ok", "empty_share", "comment_share", "nfe_per_token",
+                "ms_per_task"):
         assert key in r
     assert "3/3" in cap.err  # the progress bar
 

@@ -12,6 +12,8 @@ misreads bf16 operands, so the kernels compute dots in fp32 when interpreting (`
 
 from __future__ import annotations
 
+import itertools
+
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -173,7 +175,12 @@ def test_commit_rule_exact_with_ties(c: int, levels: int, threshold: float, min_
     n = commit.sum(-1)
     least = 1 if spread else min_commit  # spread: the best masked slot always commits; the floor may take fewer
     assert bool((n >= torch.minimum(before.sum(-1), torch.tensor(least))).all())
-    floor_only = commit & (score < threshold)  # with spread, never two within the radius
+    # With spread, never two floor picks within the radius, until the row's last min_commit masked slots (the
+    # endgame: then all of them commit).
+    floor_only = commit & (score < threshold) & (before.sum(-1, keepdim=True) > min_commit)
+    if spread:
+        few = before.sum(-1) <= min_commit
+        assert torch.equal(commit[few], before[few])
     for d in range(1, min(spread, c - 1) + 1):
         assert not bool((floor_only[:, d:] & floor_only[:, :-d]).any()), f"spread floor took two slots {d} apart"
     if max_commit:
@@ -465,9 +472,12 @@ def test_spread_commit_across_tiles_with_ties(monkeypatch: pytest.MonkeyPatch, s
         s = torch.randint(0, 3, (3, c), generator=g).float() / 3
         idx = torch.randint(0, 50, (3, c), generator=g)
         tokens = torch.randint(0, 50, (3, c), generator=g)
-        masked = torch.rand(3, c, generator=g) < 0.7
-        for threshold, floor, ceiling, radius in ((2.0, 4, 0, 1), (0.5, 6, 0, 2), (2.0, 3, 3, 1), (0.0, 1, 0, 3),
-                                                  (2.0, 8, 0, 3)):
+        # Dense masks, and sparse ones whose few masked slots sit in different tiles (the endgame rule counts a
+        # whole row's masked slots: at most the floor left -> all commit).
+        dense = torch.rand(3, c, generator=g) < 0.7
+        sparse = torch.rand(3, c, generator=g) < 4.5 / c
+        for masked, (threshold, floor, ceiling, radius) in itertools.product(
+                (dense, sparse), ((2.0, 4, 0, 1), (0.5, 6, 0, 2), (2.0, 3, 3, 1), (0.0, 1, 0, 3), (2.0, 8, 0, 3))):
             t_ref, m_ref = tokens.clone(), masked.clone()
             t_tri, m_tri = tokens.clone(), masked.clone()
             _, commit = tcommit.commit_from_stats_triton(idx, s, t_tri, m_tri, threshold, floor, ceiling, radius)

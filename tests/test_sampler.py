@@ -189,7 +189,8 @@ def test_bad_config_rejected() -> None:
 def test_spread_floor_rule(c: int, levels: int, threshold: float, floor: int, seed: int, radius: int) -> None:
     """The spread floor (SamplerConfig.spread = R): every slot over the threshold still commits, the best masked
     slot always does (so denoising always progresses), no two of the floor's own picks are within R of each
-    other, and it picks at most ``floor``; ties included (few score levels)."""
+    other, and it picks at most ``floor``, until no more than ``floor`` slots are masked, when it takes them all;
+    ties included (few score levels)."""
     from kernels.commit import commit_mask_ref, spread_eligible
 
     g = torch.Generator().manual_seed(seed)
@@ -203,7 +204,10 @@ def test_spread_floor_rule(c: int, levels: int, threshold: float, floor: int, se
         if masked[r].any():
             best = int(torch.argmax(sc[r]))  # first index of the best masked score
             assert bool(commit[r, best]) and bool(plain[r, best])
-    picks = commit & (sc < threshold)
+    # The endgame: a row with no more than ``floor`` masked slots commits them all, as the plain floor does.
+    few = masked.sum(-1) <= floor
+    assert torch.equal(commit[few], masked[few]) and torch.equal(commit[few], plain[few])
+    picks = commit & (sc < threshold) & ~few[:, None]
     for d in range(1, min(radius, c - 1) + 1):
         assert not bool((picks[:, d:] & picks[:, :-d]).any()), f"the floor took two slots {d} apart"
     assert bool((picks.sum(-1) <= floor).all())

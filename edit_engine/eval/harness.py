@@ -78,6 +78,18 @@ def first_line(text: str, keep_newline: bool) -> str:
     return text[: nl + 1] if keep_newline else text[:nl]
 
 
+# Line-comment markers by benchmark language (``code_share``).
+LINE_COMMENT = {"python": "#", "javascript": "//", "java": "//"}
+
+
+def has_code(fill: str, language: str = "python") -> bool:
+    """Whether ``fill`` holds code: a line that is neither blank nor a line comment. A comment-only fill, like an
+    empty one, parses almost anywhere, so the parse rate alone rewards a model that answers with comments
+    (the packaged model often does: ``# the the ...``); ``code_parse_ok`` counts only fills with code."""
+    mark = LINE_COMMENT.get(language, "#")
+    return any(ln.strip() and not ln.lstrip().startswith(mark) for ln in fill.splitlines())
+
+
 def parses(source: str) -> bool:
     try:
         ast.parse(source)
@@ -119,13 +131,18 @@ class Report:
     truncate: bool
     model: str = ""
     wall_s: float = 0.0
+    # Of the Python programs, the share that parse with a fill holding code (``has_code``: not blank, not only
+    # comments); and the share of fills that are comments only. None/0 without a Python benchmark.
+    code_parse_ok: float | None = None
+    comment_share: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d[self.metric] = round(self.score, 4)
         del d["score"], d["extra"]
-        for k in ("parse_ok", "empty_share", "nfe_per_token", "ms_per_task", "tokens_per_task", "wall_s"):
+        for k in ("parse_ok", "code_parse_ok", "empty_share", "comment_share", "nfe_per_token", "ms_per_task",
+                  "tokens_per_task", "wall_s"):
             if isinstance(d[k], float):
                 d[k] = round(d[k], 4)
         return {**d, **self.extra}
@@ -136,7 +153,9 @@ class Report:
             ("model", self.model or "-"), ("fill", self.fill), ("length mode", self.mode),
             ("tasks", str(self.n)), (self.metric, f"{100 * self.score:.1f}%"),
             ("parse_ok", "-" if self.parse_ok is None else f"{100 * self.parse_ok:.1f}%"),
+            ("code_parse_ok", "-" if self.code_parse_ok is None else f"{100 * self.code_parse_ok:.1f}%"),
             ("empty_share", f"{100 * self.empty_share:.1f}%"),
+            ("comment_share", f"{100 * self.comment_share:.1f}%"),
             ("nfe_per_token", f"{self.nfe_per_token:.3f}"), ("ms_per_task", f"{self.ms_per_task:.1f}"),
             ("tokens_per_task", f"{self.tokens_per_task:.1f}"),
             ("statuses", ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items()))),
@@ -226,6 +245,9 @@ def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode
         bar.close()
     n = len(results)
     parse = [r.parse_ok for r in results if r.parse_ok is not None]
+    lang = tasks[0].language if tasks else ""
+    code = [bool(r.parse_ok) and has_code(r.completion, lang) for r in results if r.parse_ok is not None]
+    comments = sum(bool(r.completion.strip()) and not has_code(r.completion, lang) for r in results)
     tok = sum(r.tokens for r in results)
     report = Report(
         benchmark=benchmark, language=tasks[0].language if tasks else "", mode=mode, fill=fill_kind, n=n,
@@ -239,5 +261,6 @@ def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode
         statuses=dict(Counter(r.status for r in results)),
         stop_reasons=dict(Counter(r.stop_reason for r in results if r.stop_reason)),
         truncate=truncate, model=model, wall_s=time.perf_counter() - t0,
+        code_parse_ok=(sum(code) / len(code)) if code else None, comment_share=comments / max(1, n),
     )
     return report, results
