@@ -54,6 +54,20 @@ class Gate:
         self.free = lambda: metrics.passes.value() < 1
 
 
+class PoolGate(Gate):
+    """``before_pass`` hook that holds only the scheduler's worker pool (a document request's check and repair
+    rounds) until ``open()``; the batched passes run. ``held`` is set once the pool has waited at it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = threading.Event()
+
+    def __call__(self) -> None:
+        if threading.current_thread().name.startswith("edit-engine-doc"):
+            self.held.set()
+            self._open.wait(TIMEOUT)
+
+
 @pytest.fixture(scope="module")
 def engine(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> Engine:
     return Engine(tiny_model, tiny_tokenizer)
@@ -89,16 +103,28 @@ def recv(ws: ClientConnection) -> dict[str, Any]:
 
 
 def until_answer(ws: ClientConnection, rid: int | str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Pass notifications for ``rid`` and then its answer (other requests' messages are skipped)."""
-    passes = []
+    """Pass notifications for ``rid`` and then its answer (other requests' messages are skipped: while another
+    request is in flight on ``ws``, use ``until_answers``)."""
+    return until_answers(ws, [rid])[rid]
+
+
+def until_answers(ws: ClientConnection, rids: list[int | str | None]) -> dict[int | str | None, tuple[
+        list[dict[str, Any]], dict[str, Any]]]:
+    """Pass notifications and the answer of each of ``rids``, whichever order the server answers them in
+    (requests in flight together may finish in any order, e.g. one's repair rounds on the worker pool outlast
+    the next one's whole run); other requests' messages are skipped."""
+    passes: dict[int | str | None, list[dict[str, Any]]] = {rid: [] for rid in rids}
+    answers: dict[int | str | None, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
     for _ in range(10_000):
         m = recv(ws)
         if m.get("method") == rpc.PASS:
-            if m["params"]["requestId"] == rid:
-                passes.append(m["params"])
-        elif m.get("id") == rid:
-            return passes, m
-    raise AssertionError("no answer")
+            if m["params"]["requestId"] in passes:
+                passes[m["params"]["requestId"]].append(m["params"])
+        elif m.get("id") in passes and m.get("id") not in answers:
+            answers[m["id"]] = (passes[m["id"]], m)
+            if len(answers) == len(rids):
+                return answers
+    raise AssertionError(f"no answer for {sorted(map(str, set(rids) - set(answers)))}")
 
 
 def wait_pass(ws: ClientConnection, rid: int | str) -> dict[str, Any]:
@@ -294,8 +320,8 @@ def test_limits_in_flight_per_connection_and_queue_depth(engine: Engine) -> None
         assert r.status_code == 503 and r.headers["retry-after"] == "3"
         assert r.json()["error"]["code"] == "queue"
         gate.open()
-        for rid in (1, 2):
-            assert "result" in until_answer(ws, rid)[1]
+        for _passes, answer in until_answers(ws, [1, 2]).values():
+            assert "result" in answer
         assert metric(srv, 'edit_engine_requests_total{outcome="overloaded",route="ws"}') == 2
 
 
@@ -583,6 +609,33 @@ def test_document_request_cancel_and_disconnect_stop_work(engine: Engine, phase:
         assert metric(srv, "edit_engine_active_jobs") == 0
 
 
+def test_requests_on_one_connection_are_answered_in_any_order(engine: Engine,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document request's check and repair rounds run on the worker pool, beside the batch, so a request sent
+    after it may be answered first; ``until_answers`` takes the answers in either order. Forced here: the pool
+    waits until the later request is done."""
+    pool = PoolGate()
+    with serving(engine, pool) as srv, connect(srv.ws_url, open_timeout=TIMEOUT) as ws:
+        app: Any = srv.server.config.app
+        retired = app.state.service.metrics.retired
+        inc = retired.inc
+
+        def counted(amount: float = 1.0, **labels: str) -> None:
+            inc(amount, **labels)
+            if labels.get("reason") == "done":  # request 2 (request 1 is held on the pool)
+                pool.open()
+
+        monkeypatch.setattr(retired, "inc", counted)
+        ws.send(request(1, maxTokens=24, **DOCS[0]))  # its fill breaks the parse: repair rounds on the pool
+        assert pool.held.wait(TIMEOUT), "request 1 did not reach its check on the worker pool"
+        ws.send(request(2, prefix=PREFIX, suffix=SUFFIX, maxTokens=8))
+        answers = until_answers(ws, [1, 2])
+    assert list(answers) == [2, 1]  # in the order the server answered
+    for passes, answer in answers.values():
+        assert passes[-1]["final"] and passes[-1]["text"] == answer["result"]["text"]
+    assert answers[1][1]["result"]["nfe"] > answers[1][1]["result"]["passes"]  # it went through a repair round
+
+
 def test_document_requests_answer_limit_errors(engine: Engine) -> None:
     gate = Gate()
     with serving(engine, gate, max_batch=1, max_queue=1, max_document_chars=200, max_tokens=32) as srv, \
@@ -606,6 +659,7 @@ def test_document_requests_answer_limit_errors(engine: Engine) -> None:
         m = recv(ws)
         assert m["id"] == 7 and m["error"]["code"] == rpc.SERVER_OVERLOADED and m["error"]["data"]["limit"] == "queue"
         gate.open()
-        for rid in (5, 6):
-            passes, answer = until_answer(ws, rid)
+        # 5 and 6 may be answered in either order: 5's check and repair rounds run on the worker pool beside
+        # 6's batched passes
+        for passes, answer in until_answers(ws, [5, 6]).values():
             assert passes[-1]["final"] and passes[-1]["text"] == answer["result"]["text"]
