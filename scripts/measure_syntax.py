@@ -3,7 +3,8 @@
 1. HumanEval multi-line infilling (evaluation only; never tune on it): the hole becomes an empty line, the cursor
    sits on it, and ``Engine.complete`` fills it with and without repair. Parse rate = share of tasks whose
    document (prompt + fill + suffix) parses: with tree-sitter (no ERROR/MISSING node) and with ``ast.parse``
-   (tree-sitter-python accepts wrong indentation, ``ast`` does not). pass@1 (greedy) runs the task's tests in
+   (tree-sitter-python accepts wrong indentation, ``ast`` does not), and code parse (``ast`` accepts it and the
+   fill holds code, not only a comment: ``harness.has_code``). pass@1 (greedy) runs the task's tests in
    the project's sandbox (``edit_engine.eval.execution``).
 2. Real files (held-out validation split of the training corpus, files chosen by a fixed seed): a span is
    deleted at a random place (part of a line, the rest of a line, or a whole line) and completed at the cursor
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from edit_engine import syntax  # noqa: E402
 from edit_engine.engine import Engine  # noqa: E402
+from edit_engine.eval.harness import has_code  # noqa: E402
 
 
 def parses(text: str) -> tuple[bool, bool]:
@@ -67,6 +69,7 @@ def humaneval(engine: Engine, limit: int, max_tokens: int, execute: bool, log: P
             c = engine.complete(text, offset, "python", max_tokens=max_tokens or None, repair=rep)
             new = text[: c.start] + c.text + text[c.end :]
             row["ts" + tag], row["py" + tag] = parses(new)
+            row["code" + tag] = row["py" + tag] and has_code(c.text)  # not an empty or comment-only fill
             row["ms" + tag], row["nfe" + tag], row["kind"] = c.elapsed_ms, c.nfe, c.kind
             if rep:
                 row["repaired"] = c.nfe > row["nfe0"]
@@ -86,6 +89,7 @@ def summarize(rows: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
     def side(tag: str) -> dict[str, Any]:
         out = {"parse_rate_tree_sitter": _rate([r["ts" + tag] for r in rows]),
                "parse_rate_ast": _rate([r["py" + tag] for r in rows]),
+               "code_parse_rate_ast": _rate([r.get("code" + tag, False) for r in rows]),
                "mean_ms": round(sum(r["ms" + tag] for r in rows) / max(1, n), 1),
                "mean_nfe": round(sum(r["nfe" + tag] for r in rows) / max(1, n), 2)}
         if rows and "pass" + tag in rows[0]:
@@ -183,10 +187,12 @@ def main() -> None:
     res["seconds"] = round(time.perf_counter() - t0, 1)
     he = res["humaneval_multiline"]
     print(f"HumanEval multi-line, {he['tasks']} tasks (canonical fills parse: {he['canonical_parse_rate']}%)")
-    print(f"{'':18}{'parse% (ts)':>12}{'parse% (ast)':>13}{'pass@1':>8}{'mean ms':>10}{'mean nfe':>10}")
+    print(f"{'':18}{'parse% (ts)':>12}{'parse% (ast)':>13}{'code% (ast)':>12}{'pass@1':>8}{'mean ms':>10}"
+          f"{'mean nfe':>10}")
     for name, key in (("without repair", "without_repair"), ("with repair", "with_repair")):
         r = he[key]
-        print(f"{name:18}{r['parse_rate_tree_sitter']:>12}{r['parse_rate_ast']:>13}{r.get('pass@1', '-'):>8}"
+        print(f"{name:18}{r['parse_rate_tree_sitter']:>12}{r['parse_rate_ast']:>13}{r['code_parse_rate_ast']:>12}"
+              f"{r.get('pass@1', '-'):>8}"
               f"{r['mean_ms']:>10}{r['mean_nfe']:>10}")
     if "real_files" in res:
         rf = res["real_files"]

@@ -13,7 +13,6 @@ misreads bf16 operands, so the kernels compute dots in fp32 when interpreting (`
 from __future__ import annotations
 
 import itertools
-
 import json
 import os
 from collections.abc import Callable, Iterator
