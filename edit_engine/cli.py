@@ -137,6 +137,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="diffusion (the infiller) or ar (the autoregressive baseline, same network and data)")
     p.add_argument("--workers", type=int, default=0, help="data-loader processes (0 = in the training process)")
     p.add_argument("--tokenizer", default="", help="reuse this tokenizer.json (default: train one on the corpus)")
+    p.add_argument("--vocab-size", type=int, default=0,
+                   help="tokenizer and model vocabulary (default: the preset's, 8192 for small and mid)")
     p.add_argument("--train-prefix", type=int, default=256, help="prefix tokens per training example")
     p.add_argument("--train-suffix", type=int, default=96, help="suffix tokens per training example")
     p.add_argument("--warmup-steps", type=int, default=200)
@@ -150,12 +152,14 @@ def _train(a: argparse.Namespace) -> int:
 
     if not a.minutes and not a.steps:
         raise UserError("give --minutes or --steps")
+    if a.vocab_size and not 260 <= a.vocab_size <= 262_144:
+        raise UserError(f"--vocab-size {a.vocab_size}: give 260 to 262144 (256 bytes and the special tokens at least)")
     cfg = TrainConfig(out=a.out, preset=a.preset, corpus=tuple(a.corpus), minutes=a.minutes, steps=a.steps,
                       schedule_minutes=a.schedule_minutes, batch_size=a.batch_size, lr=a.lr, threads=a.threads,
                       device=a.device, autocast_bf16=a.bf16, seed=a.seed, objective=a.objective,
                       workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,
                       train_suffix=a.train_suffix, warmup_steps=a.warmup_steps, eval_every_min=a.eval_every,
-                      save_every_min=a.save_every, init=a.init)
+                      save_every_min=a.save_every, init=a.init, vocab_size=a.vocab_size)
     train(cfg, resume=a.resume)
     return 0
 

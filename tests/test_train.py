@@ -98,3 +98,28 @@ def test_init_refuses_another_architecture(tmp_path: Path, corpus_dir: Path, tin
     with pytest.raises(SystemExit, match="differs from preset"):
         main(["train", "--out", str(tmp_path / "x"), "--corpus", str(corpus_dir), "--preset", "small",
               "--steps", "1", "--init", str(tiny_checkpoint), "--threads", "1"])
+
+
+def test_vocab_size_sizes_tokenizer_and_model(tmp_path: Path, corpus_dir: Path,
+                                              monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+                                              ) -> None:
+    """``--vocab-size N`` (the tokenizer-size scaling runs): the trained tokenizer has N tokens and the model's
+    embedding and tied head are N rows, whatever the preset's vocabulary; a size that cannot hold the bytes and
+    special tokens is a usage error."""
+    from edit_engine.tokenizer import Tokenizer
+    from edit_engine.train import loop
+
+    real = loop.TrainConfig.__init__
+
+    def small_corpus(self: loop.TrainConfig, *a: object, **kw: object) -> None:
+        kw.setdefault("tokenizer_mb", 0.05)
+        real(self, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop.TrainConfig, "__init__", small_corpus)
+    run = tmp_path / "v384"
+    _train(run, corpus_dir, "--steps", "1", "--vocab-size", "384")
+    assert Tokenizer.from_file(str(run / "tokenizer.json")).vocab_size == 384
+    ck = checkpoint.load(run / "checkpoint")
+    assert ck.model.cfg.vocab_size == 384 and ck.model.embed.weight.shape[0] == 384
+    assert main(["train", "--out", str(tmp_path / "bad"), "--steps", "1", "--vocab-size", "100"]) == 2
+    assert "--vocab-size 100" in capsys.readouterr().err

@@ -57,7 +57,9 @@ class TrainConfig:
     grad_clip: float = 1.0
     ar_weight: float = 0.5
     schedule_minutes: float = 0.0  # total planned minutes across resumed runs for the LR schedule (0 = minutes)
-    vocab_size: int = 8192
+    # Tokenizer and model vocabulary (0 = the preset's: 8,192 for small and mid). A trained tokenizer has this
+    # many tokens; the model's embedding and tied head are sized to it (the tokenizer-size scaling runs).
+    vocab_size: int = 0
     tokenizer_mb: float = 24.0  # megabytes of corpus text to train the tokenizer on
     seed: int = 0
     threads: int = 0  # torch threads (0 = leave torch's default)
@@ -234,7 +236,7 @@ def _tokenizer(cfg: TrainConfig, files: list[corpus.CorpusFile], out: Path) -> T
         if t:
             texts.append(t)
             got += len(t)
-    tok = Tokenizer.train(texts, vocab_size=cfg.vocab_size)
+    tok = Tokenizer.train(texts, vocab_size=cfg.vocab_size or PRESETS[cfg.preset].vocab_size)
     tok.save(path)
     return tok
 
@@ -274,6 +276,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         raise SystemExit(f"no .py files under {', '.join(map(str, roots))}")
     tok = _tokenizer(cfg, files, out)
     mcfg = replace(PRESETS[cfg.preset], objective=cfg.objective)
+    if cfg.vocab_size:
+        mcfg = replace(mcfg, vocab_size=cfg.vocab_size)
     if cfg.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
