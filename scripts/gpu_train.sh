@@ -22,6 +22,9 @@
 set -u
 OUT_DIR=${1:?usage: scripts/gpu_train.sh OUT_DIR [MINUTES]}
 MIN=${2:-4.75}
+# Which runs (default all three, side by side). The packaged model is the GPU-trained diff_small line since
+# session 5; to continue it with the whole GPU: RUNS=diff_small W=12 scripts/gpu_train.sh OUT 8
+RUNS=${RUNS:-diff_mid ar_mid diff_small}
 WORK=${WORK:-/tmp/edit-engine-gpu}
 RES="$WORK/results"
 mkdir -p "$OUT_DIR" "$RES"
@@ -64,9 +67,10 @@ run() {  # name, extra args...
 KB=(); [ "$DEVICE" = cpu ] && KB=(--smoke)
 ( EDIT_ENGINE_KERNELS=auto timeout 240 python3 -m kernels.bench "${KB[@]}" --json "$RES/kernels_bench.json" \
   > "$RES/kernels_bench.txt" 2>&1; note "kernels.bench exit $?" ) &
-run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" &
-run ar_mid --preset mid --tokenizer "$TOK" --objective ar --workers "${W:-5}" &
-run diff_small --preset small --workers "${W:-4}" --init edit_engine/models/default &
+has() { [[ " $RUNS " == *" $1 "* ]]; }
+has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" &
+has ar_mid && run ar_mid --preset mid --tokenizer "$TOK" --objective ar --workers "${W:-5}" &
+has diff_small && run diff_small --preset small --workers "${W:-4}" --init edit_engine/models/default &
 wait
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv >> "$RES/machine.txt" 2>&1
 
