@@ -15,6 +15,7 @@ from edit_engine.eval.execution import Limits
 from edit_engine.eval.harness import (
     Fill,
     canonical_filler,
+    document_filler,
     empty_filler,
     evaluate,
     first_line,
@@ -157,6 +158,36 @@ def test_model_filler_predicted_and_oracle(tiny_engine: Engine) -> None:
     assert model_filler(tiny_engine, oracle=True)(empty) == Fill("", stop_reason="complete")
 
 
+def test_document_filler_fills_through_the_editor_path(tiny_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--document``: the fill comes from ``Engine.complete`` on prefix + suffix with the cursor between them (on
+    an empty line of its own for whole-line holes), and the completion scored is what the edit puts between the
+    task's prefix and suffix; a plan that would replace the task's context gives an empty fill."""
+    seen: list[tuple[str, int, bool]] = []
+    real = tiny_engine.complete
+
+    def spy(text: str, offset: int, *a: object, **kw: object) -> object:
+        seen.append((text, offset, bool(kw.get("repair"))))
+        return real(text, offset, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tiny_engine, "complete", spy)
+    line = Task("l", "python", "def f(x):\n", "    return x\n", "    x += 1\n", single_line=True)
+    f = document_filler(tiny_engine, whole_lines=True, max_commit=0)(line)
+    assert seen[-1] == ("def f(x):\n\n    return x\n", len(line.prefix), True) and f.nfe >= 1
+    report, results = evaluate([line], document_filler(tiny_engine, whole_lines=True), progress=False)
+    assert report.n == 1 and results[0].raw.endswith("\n")  # the empty line's newline ends the completion
+    inline = Task("i", "python", "y = max(", ")\n", "a, b")
+    document_filler(tiny_engine, whole_lines=False, repair=False)(inline)
+    assert seen[-1] == ("y = max()\n", len(inline.prefix), False)
+
+    from edit_engine.engine import Completion
+
+    def replaces_context(text: str, offset: int, *a: object, **kw: object) -> Completion:
+        return Completion("z", 1, 1, 1.0, "complete", 1, {}, 0, offset)  # rewrites the prefix: not a fill
+
+    monkeypatch.setattr(tiny_engine, "complete", replaces_context)
+    assert document_filler(tiny_engine, whole_lines=False)(inline).text == ""
+
+
 # ------------------------------------------------------------------------------------------------ the CLI
 def _last_json(out: str) -> dict[str, object]:
     return json.loads(out.strip().splitlines()[-1])
@@ -188,6 +219,12 @@ def test_cli_model_table_and_out_file(tiny_checkpoint: Path, tmp_path: Path,
 
 
 def test_cli_user_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for argv, msg in ((["--no-repair"], "--no-repair goes with --document"),
+                      (["--document", "--canonical"], "--document fills with the model"),
+                      (["--document", "--empty"], "--document fills with the model"),
+                      (["--document", "--oracle-length"], "do not go together")):
+        assert main(["eval", "--benchmark", "humaneval-single", *argv]) == 2
+        assert msg in capsys.readouterr().err
     assert main(["eval", "--benchmark", "humaneval-single", "--data", str(tmp_path / "x"), "--canonical"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["eval", "--benchmark", "humaneval-single", "--limit", "0", "--canonical"]) == 2

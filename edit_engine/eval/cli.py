@@ -47,6 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--no-line-stop", action="store_true",
                    help="single-line benchmarks: denoise the whole fill instead of stopping once its first line "
                         "is decided (the scored line is the same; only the passes differ)")
+    p.add_argument("--document", action="store_true",
+                   help="fill through the editor's path (Engine.complete: planner, post-processing, parse check "
+                   "and repair rounds) instead of the bare model (Engine.infill)")
+    p.add_argument("--no-repair", action="store_true", help="with --document: no repair rounds")
     p.add_argument("--timeout", type=float, default=3.0, help="CPU seconds per program (default 3)")
     p.add_argument("--workers", type=int, default=2, help="programs run at once (default 2)")
     p.add_argument("--corpus", nargs="+", help="context gap: corpus roots (default: the checkpoint's own)")
@@ -64,10 +68,24 @@ def _eval(a: argparse.Namespace) -> int:
         return _context_gap(a)
     from .benchmarks import BenchmarkError, load
     from .execution import Limits
-    from .harness import Filler, TaskResult, canonical_filler, empty_filler, evaluate, model_filler
+    from .harness import (
+        Filler,
+        TaskResult,
+        canonical_filler,
+        document_filler,
+        empty_filler,
+        evaluate,
+        model_filler,
+    )
 
     if a.timeout <= 0:
         raise UserError("--timeout must be > 0")
+    if a.no_repair and not a.document:
+        raise UserError("--no-repair goes with --document")
+    if a.document and (a.canonical or a.empty):
+        raise UserError("--document fills with the model; it does not go with --canonical or --empty")
+    if a.document and a.oracle_length:
+        raise UserError("--document and --oracle-length do not go together (the planner sizes the span)")
     try:
         tasks = load(a.benchmark, a.data, a.language, a.limit)
     except BenchmarkError as e:
@@ -86,7 +104,12 @@ def _eval(a: argparse.Namespace) -> int:
         engine = Engine.load(a.model, threads=a.threads or None)
         overrides = set_overrides(threshold=a.threshold, min_commit=a.min_commit, score=a.score, spread=a.spread)
         line_stop = not (a.no_line_stop or a.no_truncate)
-        filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
+        if a.document:
+            filler = document_filler(engine, whole_lines=a.benchmark.startswith("humaneval"), line_stop=line_stop,
+                                     repair=not a.no_repair, **overrides)
+            kind = "document" if not a.no_repair else "document-no-repair"
+        else:
+            filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
         eff = engine.sampler_for(overrides)  # the checkpoint's sampler.json with this command's overrides
         sampler_used = {k: getattr(eff, k) for k in ("threshold", "score", "min_commit", "max_commit", "spread")}
         model_name = str(engine.path or "")

@@ -71,6 +71,30 @@ def model_filler(engine: Engine, oracle: bool = False, line_stop: bool = True, *
     return fill
 
 
+def document_filler(engine: Engine, whole_lines: bool, line_stop: bool = True, repair: bool = True,
+                    **overrides: Any) -> Filler:
+    """Fills from ``engine.complete``: what an editor gets, with the planner choosing the span, post-processing
+    (indentation, brackets) and the parse check with its repair rounds (``repair``). The document is prefix +
+    suffix with the cursor between them; ``whole_lines`` (HumanEval's holes are whole lines, with their
+    newline) puts the cursor on an empty line of its own, as a user would type a new line. The completion
+    scored is what the edit puts between the task's prefix and suffix."""
+
+    def fill(task: Task) -> Fill:
+        kw = dict(overrides)
+        if line_stop and task.single_line:
+            kw.setdefault("line_stop", True)
+        gap = "\n" if whole_lines and (not task.prefix or task.prefix.endswith("\n")) else ""
+        text = task.prefix + gap + task.suffix
+        c = engine.complete(text, len(task.prefix), language=task.language, repair=repair, **kw)
+        new = text[: c.start] + c.text + text[c.end :]
+        if not (new.startswith(task.prefix) and new.endswith(task.suffix)):  # the plan replaced context
+            return Fill("", c.nfe, c.tokens, c.elapsed_ms, c.stop_reason or "span")
+        completion = new[len(task.prefix) : len(new) - len(task.suffix)]
+        return Fill(completion, c.nfe, c.tokens, c.elapsed_ms, c.stop_reason)
+
+    return fill
+
+
 def first_line(text: str, keep_newline: bool) -> str:
     nl = text.find("\n")
     if nl < 0:
@@ -117,7 +141,7 @@ class Report:
     benchmark: str
     language: str
     mode: str  # predicted | oracle (hole length)
-    fill: str  # model | canonical | empty
+    fill: str  # model | document | document-no-repair (the editor path) | canonical | empty
     n: int
     metric: str  # pass_at_1 | exact_match
     score: float
