@@ -81,7 +81,8 @@ class SamplerConfig:
     min_commit: int = 1  # floor: slots committed per pass even if none clears the threshold
     # R > 0: the floor takes no two slots within R of each other (each the best of its +-R masked neighbourhood,
     # kernels.commit.spread_eligible): neighbours chosen independently in one pass are where parallel decoding
-    # breaks (a repeated word, a doubled bracket). Threshold commits are unaffected. true in JSON = 1.
+    # breaks (a repeated word, a doubled bracket). Threshold commits are unaffected. Once no more than
+    # ``min_commit`` slots are masked, the floor takes them all (kernels.commit.commit_mask_ref). true in JSON = 1.
     spread: int = 0
     max_commit: int = 0  # ceiling: at most this many per pass (0 = no ceiling)
     temperature: float = 0.0  # 0 = greedy; > 0 samples each slot's token from softmax(logits / T)

@@ -23,8 +23,12 @@ set -u
 OUT_DIR=${1:?usage: scripts/gpu_train.sh OUT_DIR [MINUTES]}
 MIN=${2:-4.75}
 # Which runs (default all three, side by side). The packaged model is the GPU-trained diff_small line since
-# session 5; to continue it with the whole GPU: RUNS=diff_small W=12 scripts/gpu_train.sh OUT 8
+# session 5; to continue it with the whole GPU: RUNS=diff_small W=12 scripts/gpu_train.sh OUT 7 (7 minutes of
+# training leave room for the smoke run, the final save and the packing inside the 600 s command limit)
 RUNS=${RUNS:-diff_mid ar_mid diff_small}
+for r in $RUNS; do
+  case $r in diff_mid|ar_mid|diff_small) ;; *) echo "RUNS: unknown run '$r' (diff_mid, ar_mid, diff_small)"; exit 2;; esac
+done
 WORK=${WORK:-/tmp/edit-engine-gpu}
 RES="$WORK/results"
 mkdir -p "$OUT_DIR" "$RES"

@@ -218,6 +218,31 @@ def test_cli_model_table_and_out_file(tiny_checkpoint: Path, tmp_path: Path,
     assert len(rows) == 2 and all(r["nfe"] >= 1 for r in rows)
 
 
+@needs_data
+@pytest.mark.parametrize(("name", "whole_lines"), [("humaneval-single", True), ("humaneval-random-light", False),
+                                                   ("santacoder-fim", False)])
+def test_cli_document_mode(tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture[str], name: str, whole_lines: bool) -> None:
+    """``--document`` runs the editor's path; only HumanEval's whole-line benchmarks get the cursor on a line of
+    its own (random spans and SantaCoder's holes sit inside a line)."""
+    from edit_engine.eval import harness
+
+    seen: dict[str, object] = {}
+    real = harness.document_filler
+
+    def spy(engine: Engine, whole_lines: bool, **kw: object) -> object:
+        seen.update(whole_lines=whole_lines, **kw)
+        return real(engine, whole_lines, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(harness, "document_filler", spy)
+    argv = ["eval", "--benchmark", name, "--limit", "2", "--model", str(tiny_checkpoint), "--document", "--json",
+            "--no-progress", "--no-repair"]
+    assert main(argv) == 0
+    r = _last_json(capsys.readouterr().out)
+    assert r["fill"] == "document-no-repair" and r["n"] == 2
+    assert seen["whole_lines"] is whole_lines and seen["repair"] is False
+
+
 def test_cli_user_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     for argv, msg in ((["--no-repair"], "--no-repair goes with --document"),
                       (["--document", "--canonical"], "--document fills with the model"),

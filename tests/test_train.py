@@ -123,3 +123,5 @@ def test_vocab_size_sizes_tokenizer_and_model(tmp_path: Path, corpus_dir: Path,
     assert ck.model.cfg.vocab_size == 384 and ck.model.embed.weight.shape[0] == 384
     assert main(["train", "--out", str(tmp_path / "bad"), "--steps", "1", "--vocab-size", "100"]) == 2
     assert "--vocab-size 100" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="has 384 tokens"):  # a rerun in the same --out with another size
+        _train(run, corpus_dir, "--steps", "1", "--vocab-size", "512")

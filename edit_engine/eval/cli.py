@@ -65,6 +65,8 @@ def _eval(a: argparse.Namespace) -> int:
     if a.limit is not None and a.limit < 1:
         raise UserError("--limit must be >= 1")
     if a.context_gap:
+        if a.document or a.no_repair:
+            raise UserError("--document and --no-repair fill benchmark tasks; they do not go with --context-gap")
         return _context_gap(a)
     from .benchmarks import BenchmarkError, load
     from .execution import Limits
@@ -105,7 +107,8 @@ def _eval(a: argparse.Namespace) -> int:
         overrides = set_overrides(threshold=a.threshold, min_commit=a.min_commit, score=a.score, spread=a.spread)
         line_stop = not (a.no_line_stop or a.no_truncate)
         if a.document:
-            filler = document_filler(engine, whole_lines=a.benchmark.startswith("humaneval"), line_stop=line_stop,
+            filler = document_filler(engine, whole_lines=a.benchmark in ("humaneval-single", "humaneval-multi"),
+                                     line_stop=line_stop,
                                      repair=not a.no_repair, **overrides)
             kind = "document" if not a.no_repair else "document-no-repair"
         else:

@@ -81,14 +81,17 @@ def document_filler(engine: Engine, whole_lines: bool, line_stop: bool = True, r
 
     def fill(task: Task) -> Fill:
         kw = dict(overrides)
-        if line_stop and task.single_line:
+        if not line_stop:
+            kw.setdefault("line_stop", False)  # else single-line plans stop at their line, as in the editor
+        elif task.single_line:
             kw.setdefault("line_stop", True)
         gap = "\n" if whole_lines and (not task.prefix or task.prefix.endswith("\n")) else ""
         text = task.prefix + gap + task.suffix
         c = engine.complete(text, len(task.prefix), language=task.language, repair=repair, **kw)
         new = text[: c.start] + c.text + text[c.end :]
-        if not (new.startswith(task.prefix) and new.endswith(task.suffix)):  # the plan replaced context
-            return Fill("", c.nfe, c.tokens, c.elapsed_ms, c.stop_reason or "span")
+        if not (len(new) >= len(task.prefix) + len(task.suffix) and new.startswith(task.prefix)
+                and new.endswith(task.suffix)):  # the plan replaced part of the task's context: no fill
+            return Fill("", c.nfe, c.tokens, c.elapsed_ms, "span")
         completion = new[len(task.prefix) : len(new) - len(task.suffix)]
         return Fill(completion, c.nfe, c.tokens, c.elapsed_ms, c.stop_reason)
 

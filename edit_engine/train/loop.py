@@ -275,6 +275,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if not files:
         raise SystemExit(f"no .py files under {', '.join(map(str, roots))}")
     tok = _tokenizer(cfg, files, out)
+    if cfg.vocab_size and tok.vocab_size != cfg.vocab_size:
+        raise SystemExit(f"--vocab-size {cfg.vocab_size}: the tokenizer in use (--tokenizer, --init, or the one "
+                         f"already in {out}) has {tok.vocab_size} tokens; use a fresh --out or drop --vocab-size")
     mcfg = replace(PRESETS[cfg.preset], objective=cfg.objective)
     if cfg.vocab_size:
         mcfg = replace(mcfg, vocab_size=cfg.vocab_size)
