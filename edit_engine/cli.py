@@ -137,6 +137,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="diffusion (the infiller) or ar (the autoregressive baseline, same network and data)")
     p.add_argument("--workers", type=int, default=0, help="data-loader processes (0 = in the training process)")
     p.add_argument("--tokenizer", default="", help="reuse this tokenizer.json (default: train one on the corpus)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the training forward (about 1.2x on this CPU; about 40 s to compile)")
     p.add_argument("--vocab-size", type=int, default=0,
                    help="tokenizer and model vocabulary (default: the preset's, 8192 for small and mid)")
     p.add_argument("--train-prefix", type=int, default=256, help="prefix tokens per training example")
@@ -159,7 +161,8 @@ def _train(a: argparse.Namespace) -> int:
                       device=a.device, autocast_bf16=a.bf16, seed=a.seed, objective=a.objective,
                       workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,
                       train_suffix=a.train_suffix, warmup_steps=a.warmup_steps, eval_every_min=a.eval_every,
-                      save_every_min=a.save_every, init=a.init, vocab_size=a.vocab_size)
+                      save_every_min=a.save_every, init=a.init, vocab_size=a.vocab_size,
+                      compile=a.compile)
     train(cfg, resume=a.resume)
     return 0
 

@@ -26,6 +26,9 @@ MIN=${2:-4.75}
 # session 5; to continue it with the whole GPU: RUNS=diff_small W=12 scripts/gpu_train.sh OUT 7 (7 minutes of
 # training leave room for the smoke run, the final save and the packing inside the 600 s command limit)
 RUNS=${RUNS:-diff_mid ar_mid diff_small}
+# COMPILE=1: every run (the smoke run too, so a failure shows in its first minute) with `train --compile`
+# (1.2x on one CPU thread; untested on a GPU so far, where Python overhead dominated the first run).
+CMP=(); [ -n "${COMPILE:-}" ] && CMP=(--compile)
 for r in $RUNS; do
   case $r in diff_mid|ar_mid|diff_small) ;; *) echo "RUNS: unknown run '$r' (diff_mid, ar_mid, diff_small)"; exit 2;; esac
 done
@@ -42,7 +45,7 @@ note() { echo "$(date -u +%T) $*" | tee -a "$RES/machine.txt"; }
 
 # (1) Smoke.
 SMOKE=(--device "$DEVICE" "${BF16[@]}" --tokenizer "$TOK" --steps 3 --batch-size 8 --workers 1 --train-prefix 64
-       --train-suffix 32 --eval-every 100 --save-every 100 --preset small)
+       --train-suffix 32 --eval-every 100 --save-every 100 --preset small "${CMP[@]}")
 for obj in diffusion ar; do
   timeout 150 python3 -m edit_engine.cli train --out "$WORK/smoke_$obj" --objective "$obj" "${SMOKE[@]}" \
     > "$WORK/smoke_$obj.out" 2>&1 &
@@ -60,7 +63,7 @@ note "smoke ok"
 # must not cost the checkpoints. (Under autograd the twins run anyway: the Triton kernels are forward-only.)
 COMMON=(--device "$DEVICE" "${BF16[@]}" --minutes "$MIN" --train-prefix "${PREFIX:-768}"
         --train-suffix "${SUFFIX:-256}" --batch-size "${BATCH:-128}" --lr 1.5e-3 --warmup-steps 100
-        --eval-every 1 --save-every 2)
+        --eval-every 1 --save-every 2 "${CMP[@]}")
 LIMIT=$(python3 -c "print(int(float('$MIN') * 60 + 100))")  # hard stop; the last save survives it
 run() {  # name, extra args...
   local name=$1; shift

@@ -125,3 +125,25 @@ def test_vocab_size_sizes_tokenizer_and_model(tmp_path: Path, corpus_dir: Path,
     assert "--vocab-size 100" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="has 384 tokens"):  # a rerun in the same --out with another size
         _train(run, corpus_dir, "--steps", "1", "--vocab-size", "512")
+
+
+def test_compiled_training_step_matches_eager(tmp_path: Path, corpus_dir: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--compile``: the compiled forward trains the same network (same losses to float rounding) and the
+    checkpoint loads as any other."""
+    from edit_engine.train import loop
+
+    real = loop.TrainConfig.__init__
+
+    def small_vocab(self: loop.TrainConfig, *a: object, **kw: object) -> None:
+        kw["vocab_size"] = kw.get("vocab_size") or PRESETS["tiny"].vocab_size
+        kw.setdefault("tokenizer_mb", 0.05)
+        real(self, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop.TrainConfig, "__init__", small_vocab)
+    eager = _train(tmp_path / "eager", corpus_dir, "--steps", "2", "--seed", "3")
+    comp = _train(tmp_path / "comp", corpus_dir, "--steps", "2", "--seed", "3", "--compile")
+    assert comp["config"]["compile"] and not eager["config"]["compile"]
+    for k in ("val_diffusion", "val_ar", "val_masked_ce"):
+        assert comp["history"][-1][k] == pytest.approx(eager["history"][-1][k], rel=1e-3, abs=1e-3)
+    assert checkpoint.load(tmp_path / "comp" / "checkpoint").model.cfg.vocab_size == PRESETS["tiny"].vocab_size

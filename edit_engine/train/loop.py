@@ -70,6 +70,9 @@ class TrainConfig:
     objective: str = "diffusion"  # diffusion | ar (the autoregressive baseline, same network and data)
     workers: int = 0  # data-loader processes (0 = build batches in the training process)
     tokenizer: str = ""  # reuse this tokenizer.json instead of training one (e.g. the packaged model's)
+    # torch.compile the full forward (dynamic shapes): 1.2x tokens/s on one CPU thread (2,616 against 2,174,
+    # 20 steps of batch 16 after 4 of warm-up, side by side), about 40 s to compile first
+    compile: bool = False
     init: str = ""  # start from this checkpoint directory's weights and tokenizer (fresh optimizer; lineage kept)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -288,6 +291,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         raise SystemExit(f"preset {cfg.preset} has vocab {mcfg.vocab_size} < tokenizer {tok.vocab_size}")
     torch.manual_seed(cfg.seed)
     model = DiffusionLM(mcfg).to(cfg.device)
+    if cfg.compile:  # the instance's forward only: state_dict, checkpoints and the head are unchanged
+        model.forward = torch.compile(model.forward, dynamic=True)  # type: ignore[method-assign]
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
