@@ -127,11 +127,35 @@ def test_vocab_size_sizes_tokenizer_and_model(tmp_path: Path, corpus_dir: Path,
         _train(run, corpus_dir, "--steps", "1", "--vocab-size", "512")
 
 
-def test_compiled_training_step_matches_eager(tmp_path: Path, corpus_dir: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--compile``: the compiled forward trains the same network (same losses to float rounding) and the
-    checkpoint loads as any other."""
-    from edit_engine.train import loop
+def test_compiled_training_step_matches_eager(tmp_path: Path, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                              tiny_tokenizer: object) -> None:
+    """``--compile``: the compiled forward gives the eager losses and gradients on the same weights and batch
+    (float rounding; comparing whole runs would compare Adam's amplification of that rounding), and a
+    compiled run trains and saves a checkpoint that loads as any other."""
+    import random as _random
+
+    from edit_engine.model import DiffusionLM
+    from edit_engine.train import data, loop
+
+    torch.manual_seed(0)
+    model = DiffusionLM(PRESETS["tiny"])
+    rng = _random.Random(0)
+    ex = [data.Example([rng.randrange(3, 500) for _ in range(rng.randint(0, 20))],
+                       [rng.randrange(3, 500) for _ in range(rng.randint(0, 12))],
+                       [rng.randrange(3, 500) for _ in range(rng.randint(0, 10))], "x") for _ in range(4)]
+    batch = data.collate(ex, tiny_tokenizer, rng, max_canvas=32)  # type: ignore[arg-type]
+
+    def grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        d, a = loop.losses(model, batch, "cpu")
+        (d + 0.5 * a).backward()
+        return (d + 0.5 * a).detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    loss_e, g_e = grads()
+    model.forward = torch.compile(model.forward, dynamic=True)  # type: ignore[method-assign]
+    loss_c, g_c = grads()
+    assert torch.allclose(loss_c, loss_e, rtol=1e-5, atol=1e-6)
+    assert len(g_c) == len(g_e) and all(torch.allclose(c, e, rtol=1e-3, atol=1e-6) for c, e in zip(g_c, g_e, strict=True))
 
     real = loop.TrainConfig.__init__
 
@@ -141,9 +165,6 @@ def test_compiled_training_step_matches_eager(tmp_path: Path, corpus_dir: Path,
         real(self, *a, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(loop.TrainConfig, "__init__", small_vocab)
-    eager = _train(tmp_path / "eager", corpus_dir, "--steps", "2", "--seed", "3")
-    comp = _train(tmp_path / "comp", corpus_dir, "--steps", "2", "--seed", "3", "--compile")
-    assert comp["config"]["compile"] and not eager["config"]["compile"]
-    for k in ("val_diffusion", "val_ar", "val_masked_ce"):
-        assert comp["history"][-1][k] == pytest.approx(eager["history"][-1][k], rel=1e-3, abs=1e-3)
+    rec = _train(tmp_path / "comp", corpus_dir, "--steps", "2", "--compile")
+    assert rec["config"]["compile"] and rec["step"] == 2 and rec["tokens_seen"] > 0
     assert checkpoint.load(tmp_path / "comp" / "checkpoint").model.cfg.vocab_size == PRESETS["tiny"].vocab_size
