@@ -128,6 +128,7 @@ def test_has_code() -> None:
     assert has_code("x = 1  # note\n") and has_code("# c\n    return y\n") and has_code('"""doc"""')
     assert not has_code("") and not has_code("  \n\t\n") and not has_code("    # only a comment\n# two\n")
     assert not has_code("// note", "javascript") and has_code("# not a comment in js", "javascript")
+    assert not has_code("/* a block\n * comment\n */", "java") and has_code("/* c */\nint x = 1;", "java")
 
 
 def test_first_line() -> None:

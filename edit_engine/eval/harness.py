@@ -105,16 +105,16 @@ def first_line(text: str, keep_newline: bool) -> str:
     return text[: nl + 1] if keep_newline else text[:nl]
 
 
-# Line-comment markers by benchmark language (``code_share``).
-LINE_COMMENT = {"python": "#", "javascript": "//", "java": "//"}
+# Comment line starts by benchmark language (``has_code``): line comments, and the lines of a block comment.
+COMMENT_STARTS = {"python": ("#",), "javascript": ("//", "/*", "*"), "java": ("//", "/*", "*")}
 
 
 def has_code(fill: str, language: str = "python") -> bool:
     """Whether ``fill`` holds code: a line that is neither blank nor a line comment. A comment-only fill, like an
     empty one, parses almost anywhere, so the parse rate alone rewards a model that answers with comments
     (the packaged model often does: ``# the the ...``); ``code_parse_ok`` counts only fills with code."""
-    mark = LINE_COMMENT.get(language, "#")
-    return any(ln.strip() and not ln.lstrip().startswith(mark) for ln in fill.splitlines())
+    marks = COMMENT_STARTS.get(language, ("#",))
+    return any(ln.strip() and not ln.lstrip().startswith(marks) for ln in fill.splitlines())
 
 
 def parses(source: str) -> bool:
