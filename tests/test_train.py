@@ -60,6 +60,7 @@ def test_train_resume_and_init(tmp_path: Path, corpus_dir: Path, monkeypatch: py
     rec = _train(run, corpus_dir, "--steps", "3")
     assert rec["step"] == 3 and rec["final"] and rec["tokens_seen"] > 0
     assert rec["lineage"][-1]["steps"] == "0-3" and rec["lineage"][-1]["start"] == "scratch"
+    assert rec["config"]["vocab_size"] == PRESETS["tiny"].vocab_size  # no --vocab-size: the preset's, recorded
     ck = checkpoint.load(run / "checkpoint")
     assert ck.model.cfg.to_dict() == {**PRESETS["tiny"].to_dict()}
 

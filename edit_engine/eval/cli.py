@@ -110,7 +110,7 @@ def _eval(a: argparse.Namespace) -> int:
             filler = document_filler(engine, whole_lines=a.benchmark in ("humaneval-single", "humaneval-multi"),
                                      line_stop=line_stop,
                                      repair=not a.no_repair, **overrides)
-            kind = "document" if not a.no_repair else "document-no-repair"
+            kind = "document" if not (a.no_repair or engine.is_ar) else "document-no-repair"  # AR: no repair
         else:
             filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
         eff = engine.sampler_for(overrides)  # the checkpoint's sampler.json with this command's overrides

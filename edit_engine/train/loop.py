@@ -284,6 +284,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     mcfg = replace(PRESETS[cfg.preset], objective=cfg.objective)
     if cfg.vocab_size:
         mcfg = replace(mcfg, vocab_size=cfg.vocab_size)
+    else:  # the record (training.json "config") says which size the run used
+        cfg = replace(cfg, vocab_size=mcfg.vocab_size)
     if cfg.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
