@@ -138,7 +138,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--workers", type=int, default=0, help="data-loader processes (0 = in the training process)")
     p.add_argument("--tokenizer", default="", help="reuse this tokenizer.json (default: train one on the corpus)")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the training forward (about 1.2x on this CPU; about 40 s to compile)")
+                   help="torch.compile the training forward (1.1-1.2x on this CPU; about 40 s to compile)")
     p.add_argument("--vocab-size", type=int, default=0,
                    help="tokenizer and model vocabulary (default: the preset's, 8192 for small and mid)")
     p.add_argument("--train-prefix", type=int, default=256, help="prefix tokens per training example")

@@ -27,7 +27,7 @@ MIN=${2:-4.75}
 # training leave room for the smoke run, the final save and the packing inside the 600 s command limit)
 RUNS=${RUNS:-diff_mid ar_mid diff_small}
 # COMPILE=1: every run (the smoke run too, so a failure shows in its first minute) with `train --compile`
-# (1.2x on one CPU thread; untested on a GPU so far, where Python overhead dominated the first run).
+# (1.1-1.2x on one CPU thread; untested on a GPU so far, where Python overhead dominated the first run).
 CMP=(); [ -n "${COMPILE:-}" ] && CMP=(--compile)
 for r in $RUNS; do
   case $r in diff_mid|ar_mid|diff_small) ;; *) echo "RUNS: unknown run '$r' (diff_mid, ar_mid, diff_small)"; exit 2;; esac

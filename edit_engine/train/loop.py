@@ -70,8 +70,8 @@ class TrainConfig:
     objective: str = "diffusion"  # diffusion | ar (the autoregressive baseline, same network and data)
     workers: int = 0  # data-loader processes (0 = build batches in the training process)
     tokenizer: str = ""  # reuse this tokenizer.json instead of training one (e.g. the packaged model's)
-    # torch.compile the full forward (dynamic shapes): 1.2x tokens/s on one CPU thread (2,616 against 2,174,
-    # 20 steps of batch 16 after 4 of warm-up, side by side), about 40 s to compile first
+    # torch.compile the full forward (dynamic shapes): 1.1-1.2x tokens/s on one CPU thread (two runs of
+    # scripts/bench_train_step.py side by side: 2,616 against 2,174 and 2,523 against 2,273), about 40 s to compile
     compile: bool = False
     init: str = ""  # start from this checkpoint directory's weights and tokenizer (fresh optimizer; lineage kept)
     extra: dict[str, Any] = field(default_factory=dict)
