@@ -222,13 +222,15 @@ class DiffusionLM(nn.Module):
         return F.linear(h, self.embed.weight)
 
     # ------------------------------------------------------------------ training / reference: full forward
-    def forward(self, tokens: torch.Tensor, kind: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, kind: torch.Tensor, mask: torch.Tensor | None = None,
+                pos: torch.Tensor | None = None) -> torch.Tensor:
         """Full recompute. tokens, kind: (B, T) -> final hidden states (B, T, D).
 
-        Used for training and by the reference sampler. The mask and positions follow from ``kind``.
+        Used for training and by the reference sampler. The mask and positions follow from ``kind`` unless
+        given (several holes per row in training: ``train.windows``).
         """
-        mask = layout_mask(kind)
-        pos = layout_positions(kind, self.cfg.max_canvas)
+        mask = layout_mask(kind) if mask is None else mask
+        pos = layout_positions(kind, self.cfg.max_canvas) if pos is None else pos
 
         def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)

@@ -1,14 +1,21 @@
-"""Training throughput of the ``small`` preset, eager or with ``train --compile``'s compiled forward.
+"""Training throughput of the ``small`` preset: eager or compiled forward, one hole per row or several.
 
     OMP_NUM_THREADS=1 python scripts/bench_train_step.py eager & OMP_NUM_THREADS=1 python scripts/bench_train_step.py compile
+    OMP_NUM_THREADS=1 python scripts/bench_train_step.py eager & \\
+        OMP_NUM_THREADS=1 python scripts/bench_train_step.py eager --holes 4 --rows 8
 
-Run the two side by side (one thread each) so that they share the machine's state. Each builds 24 batches of
-16 examples (prefix 256, suffix 96 tokens: the CPU defaults) from the training split, runs 4 warm-up steps
-(the compile happens there), then times 20 optimizer steps and prints tokens/s and seconds per step.
+Run two side by side (one thread each) so that they share the machine's state. Each builds 24 batches of
+``--rows`` rows (default 16; prefix 256, suffix 96 tokens: the CPU defaults) from the training split, with
+``--holes`` holes per row (``train.windows``; default 1, the single-hole layout), runs 4 warm-up steps (the
+compile happens there), then times 20 optimizer steps. It prints tokens/s, seconds per step, canvas slots and
+masked (supervised) canvas slots per second, and the seconds spent building a batch (tokenizing and laying
+out, which the training process does itself unless ``--workers`` is set).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import time
 
@@ -16,9 +23,13 @@ import torch
 
 
 def main(argv: list[str]) -> int:
-    if argv not in (["eager"], ["compile"]):
-        print(__doc__, file=sys.stderr)
-        return 2
+    p = argparse.ArgumentParser(usage=__doc__)
+    p.add_argument("mode", choices=("eager", "compile"))
+    p.add_argument("--holes", type=int, default=1, help="holes per row (1 = the single-hole layout)")
+    p.add_argument("--rows", type=int, default=16, help="rows per batch")
+    p.add_argument("--span", type=int, default=128, help="--window-span with --holes > 1")
+    p.add_argument("--json", help="write the figures here")
+    a = p.parse_args(argv)
     from edit_engine.model import PRESETS, DiffusionLM
     from edit_engine.tokenizer import Tokenizer
     from edit_engine.train import corpus
@@ -28,24 +39,39 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(1)
     tok = Tokenizer.from_file("edit_engine/models/default/tokenizer.json")
     files = [f for f in corpus.list_files() if f.split == "train"]
-    stream = ExampleStream(files, tok, TrainConfig(out="-", preset="small"), seed=1, max_canvas=MAX_HOLE)
-    batches = [stream.batch(16) for _ in range(24)]
+    cfg = TrainConfig(out="-", preset="small", holes_per_window=a.holes, window_span=a.span)
+    stream = ExampleStream(files, tok, cfg, seed=1, max_canvas=MAX_HOLE, windows=True,
+                           canvas_pos=PRESETS["small"].max_canvas)
+    t_data = time.perf_counter()
+    batches = [stream.batch(a.rows) for _ in range(24)]
+    t_data = (time.perf_counter() - t_data) / len(batches)
     torch.manual_seed(0)
     model = DiffusionLM(PRESETS["small"])
-    if argv[0] == "compile":
+    if a.mode == "compile":
         model.forward = torch.compile(model.forward, dynamic=True)  # type: ignore[method-assign]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    tokens = 0
+    tokens = slots = masked = 0
     for i, b in enumerate(batches):
         if i == 4:
-            t0, tokens = time.perf_counter(), 0
-        d, a = losses(model, b, "cpu")
+            t0, tokens, slots, masked = time.perf_counter(), 0, 0, 0
+        d, ar = losses(model, b, "cpu")
         opt.zero_grad()
-        (d + 0.5 * a).backward()
+        (d + 0.5 * ar).backward()
         opt.step()
         tokens += int((b.kind != 0).sum())
+        slots += b.n_canvas
+        masked += int((b.targets != -100).sum())
     dt = time.perf_counter() - t0
-    print(f"{argv[0]}: {tokens / dt:,.0f} tokens/s, {dt / (len(batches) - 4):.3f} s/step")
+    steps = len(batches) - 4
+    row = {"mode": a.mode, "holes": a.holes, "rows": a.rows, "tokens_per_s": tokens / dt, "s_per_step": dt / steps,
+           "canvas_slots_per_s": slots / dt, "masked_slots_per_s": masked / dt, "s_per_batch_built": t_data,
+           "tokens_per_row": tokens / steps / a.rows}
+    print(f"{a.mode} holes={a.holes} rows={a.rows}: {row['tokens_per_s']:,.0f} tokens/s, {row['s_per_step']:.3f} s/step, "
+          f"{row['canvas_slots_per_s']:,.0f} canvas slots/s, {row['masked_slots_per_s']:,.0f} masked slots/s, "
+          f"{row['tokens_per_row']:.0f} tokens/row, {t_data:.3f} s to build a batch")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(row, f)
     return 0
 
 

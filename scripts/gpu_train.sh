@@ -29,6 +29,10 @@ RUNS=${RUNS:-diff_mid ar_mid diff_small}
 # COMPILE=1: every run (the smoke run too, so a failure shows in its first minute) with `train --compile`
 # (1.1-1.2x on one CPU thread; untested on a GPU so far, where Python overhead dominated the first run).
 CMP=(); [ -n "${COMPILE:-}" ] && CMP=(--compile)
+# HOLES=K: the diffusion runs train K holes per row sharing one prefix (train --holes-per-window K, window span
+# SPAN tokens, default 64); the AR run keeps one hole per row. On a GPU, where the first run supervised about
+# 3% of each row's tokens (768 + 256 context, ~33 canvas slots), this is where the next run's compute goes.
+WIN=(); [ -n "${HOLES:-}" ] && WIN=(--holes-per-window "$HOLES" --window-span "${SPAN:-64}")
 for r in $RUNS; do
   case $r in diff_mid|ar_mid|diff_small) ;; *) echo "RUNS: unknown run '$r' (diff_mid, ar_mid, diff_small)"; exit 2;; esac
 done
@@ -75,9 +79,9 @@ KB=(); [ "$DEVICE" = cpu ] && KB=(--smoke)
 ( EDIT_ENGINE_KERNELS=auto timeout 240 python3 -m kernels.bench "${KB[@]}" --json "$RES/kernels_bench.json" \
   > "$RES/kernels_bench.txt" 2>&1; note "kernels.bench exit $?" ) &
 has() { [[ " $RUNS " == *" $1 "* ]]; }
-has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" &
+has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" "${WIN[@]}" &
 has ar_mid && run ar_mid --preset mid --tokenizer "$TOK" --objective ar --workers "${W:-5}" &
-has diff_small && run diff_small --preset small --workers "${W:-4}" --init edit_engine/models/default &
+has diff_small && run diff_small --preset small --workers "${W:-4}" --init edit_engine/models/default "${WIN[@]}" &
 wait
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv >> "$RES/machine.txt" 2>&1
 

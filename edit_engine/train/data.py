@@ -109,6 +109,10 @@ class SyntaxSpans:
     def char(self, byte: int) -> int:
         return len(self.data[:byte].decode("utf-8", "replace"))
 
+    def byte(self, char: int) -> int:
+        """The byte offset of character ``char`` (the inverse of ``char`` on character boundaries)."""
+        return len(self.data.decode("utf-8", "surrogatepass")[:char].encode("utf-8", "surrogatepass"))
+
 
 def syntax_spans(text: str) -> SyntaxSpans | None:
     """The syntax units of ``text`` (Python) from its tree-sitter tree (a query, matched in C), or None when no
@@ -136,18 +140,29 @@ def syntax_spans(text: str) -> SyntaxSpans | None:
 
 
 def sample_hole(
-    text: str, rng: random.Random, kind: str | None = None, spans: SyntaxSpans | None = None
+    text: str, rng: random.Random, kind: str | None = None, spans: SyntaxSpans | None = None,
+    lo: int = 0, hi: int | None = None,
 ) -> tuple[int, int, str]:
     """Character offsets [a, b) of a hole in ``text`` and its kind. ``spans`` (from ``syntax_spans``) serve
-    the ``syntax`` kind; without them it falls back to whole lines."""
+    the ``syntax`` kind; without them it falls back to whole lines. ``lo``/``hi`` keep the hole's anchor (the
+    character it is drawn around, a syntax unit's start) in ``[lo, hi)``: several holes of one window
+    (``windows.make_window``); a line-based hole may start a little before ``lo``, at its line's start."""
     if kind is None:
         kind = rng.choices(list(HOLE_KINDS), weights=list(HOLE_KINDS.values()))[0]
     n = len(text)
+    lo = max(0, min(lo, n - 1))
+    hi = n if hi is None else max(lo + 1, min(hi, n))
     if kind == "syntax":
         if not spans:
-            return sample_hole(text, rng, "whole_lines")
+            return sample_hole(text, rng, "whole_lines", lo=lo, hi=hi)
         unit = rng.choice(sorted(spans.units))
-        sb, eb = rng.choice(spans.units[unit])
+        pool = spans.units[unit]
+        if lo > 0 or hi < n:
+            blo, bhi = (lo, hi) if len(spans.data) == n else (spans.byte(lo), spans.byte(hi))
+            pool = [sp for sp in pool if blo <= sp[0] < bhi]
+            if not pool:
+                return sample_hole(text, rng, "whole_lines", lo=lo, hi=hi)
+        sb, eb = rng.choice(pool)
         if len(spans.data) == n:  # ASCII: bytes are characters
             a, b = sb, eb
         else:
@@ -158,7 +173,7 @@ def sample_hole(
             e = text.find("\n", max(a, b - 1) if b > a else b)
             b = n if e < 0 else e + 1
         return a, max(a, b), kind
-    i = rng.randrange(n)
+    i = rng.randrange(lo, hi)
     s, e = _line_bounds(text, i)
     line = text[s:e]
     indent = len(line) - len(line.lstrip())
@@ -251,6 +266,11 @@ class Batch:
     weights: torch.Tensor  # (B, T) fp32 loss weight of each canvas target (1/t on masked slots)
     ar_targets: torch.Tensor  # (B, T) next-token targets for prefix rows; -100 elsewhere
     n_canvas: int  # canvas slots present in the batch (the loss normaliser)
+    # Several holes per row (``windows.collate_windows``): each token's hole (0 = the shared prefix), each
+    # canvas slot's prefix limit (a tensor index), and the positions; None for the single-hole layout.
+    seg: torch.Tensor | None = None
+    limit: torch.Tensor | None = None
+    pos: torch.Tensor | None = None
 
 
 def _empty(B: int, T: int, pad_id: int) -> tuple[torch.Tensor, ...]:

@@ -38,6 +38,7 @@ from ..model import PRESETS, DiffusionLM
 from ..tokenizer import Tokenizer
 from . import corpus
 from .data import MAX_HOLE, Batch, Example, SyntaxSpans, collate, collate_ar, make_example, syntax_spans
+from .windows import Window, collate_windows, make_window, window_mask
 
 
 @dataclass(frozen=True)
@@ -74,13 +75,26 @@ class TrainConfig:
     # scripts/bench_train_step.py side by side: 2,616 against 2,174 and 2,523 against 2,273), about 40 s to compile
     compile: bool = False
     init: str = ""  # start from this checkpoint directory's weights and tokenizer (fresh optimizer; lineage kept)
+    # Holes per training row (``train.windows``): >1 shares one causal prefix between that many holes whose
+    # starts lie within about ``window_span`` tokens, so more of each step's tokens are diffusion targets.
+    # Validation stays single-hole either way, so runs with different settings compare on the same batches.
+    holes_per_window: int = 1
+    window_span: int = 128
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.objective not in ("diffusion", "ar"):
             raise ValueError(f"objective={self.objective!r}; expected 'diffusion' or 'ar'")
+        if self.holes_per_window < 1:
+            raise ValueError(f"holes_per_window={self.holes_per_window}; expected 1 or more")
+        if self.holes_per_window > 1 and self.objective == "ar":
+            raise ValueError("holes_per_window > 1 is a diffusion layout; the AR baseline trains one hole per row")
 
 
+# Validation: 8 fixed single-hole batches of this many examples from held-out files, whatever the run's batch
+# size or layout, so runs compare on the same examples (until session 6 it was min(batch size, 32), and runs
+# with different batch sizes validated on different examples).
+VAL_ROWS = 32
 WINDOW_CHARS = 24_000  # longer files give a random window of this many characters (enough for any context)
 
 
@@ -88,8 +102,13 @@ class ExampleStream:
     """Random infill examples from corpus files (weighted by size, capped per package)."""
 
     def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
-                 max_canvas: int = MAX_HOLE, per_file: int = 8) -> None:
+                 max_canvas: int = MAX_HOLE, per_file: int = 8, windows: bool = False,
+                 canvas_pos: int = 256) -> None:
         self.files = files
+        self.windows = windows and cfg.holes_per_window > 1
+        if self.windows:  # the same holes per file read in both layouts (so as many files per batch of holes)
+            per_file = max(1, per_file // cfg.holes_per_window)
+        self.canvas_pos = canvas_pos  # the model's max_canvas (where suffix positions start)
         self.per_file = per_file
         self.weights = corpus.sampling_weights(files)
         self.tok = tok
@@ -103,6 +122,25 @@ class ExampleStream:
         """An example; each file read (and parsed) gives ``per_file`` of them, so reading and parsing stay a
         small share of the work."""
         while True:
+            text, spans = self._text()
+            ex = make_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix,
+                              spans=spans)
+            if ex is not None:
+                return ex
+
+    def next_window(self) -> Window:
+        """A window of ``holes_per_window`` holes (``train.windows``), drawn as ``next`` draws examples."""
+        while True:
+            text, spans = self._text()
+            w = make_window(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix,
+                            self.cfg.holes_per_window, self.cfg.window_span, spans=spans,
+                            max_hole=min(MAX_HOLE, self.max_canvas))
+            if w is not None:
+                return w
+
+    def _text(self) -> tuple[str, SyntaxSpans | None]:
+        """The current file's text and syntax units, reading the next file every ``per_file`` draws."""
+        while True:
             if self._file is None or self._left <= 0:
                 f = self.rng.choices(self.files, weights=self.weights)[0]
                 text = corpus.read_text(f)
@@ -115,13 +153,12 @@ class ExampleStream:
                 self._file = (text, syntax_spans(text))
                 self._left = self.per_file
             self._left -= 1
-            text, spans = self._file
-            ex = make_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix,
-                              spans=spans)
-            if ex is not None:
-                return ex
+            return self._file
 
     def batch(self, n: int) -> Batch:
+        if self.windows:
+            ws = [self.next_window() for _ in range(n)]
+            return collate_windows(ws, self.tok, self.rng, self.canvas_pos, max_canvas=self.max_canvas)
         exs = [self.next() for _ in range(n)]
         if self.cfg.objective == "ar":
             return collate_ar(exs, self.tok)
@@ -132,15 +169,17 @@ class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
     """Endless training batches for a DataLoader; each worker has its own seeded stream."""
 
     def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
-                 max_canvas: int) -> None:
+                 max_canvas: int, canvas_pos: int) -> None:
         self.files, self.tok, self.cfg, self.seed, self.max_canvas = files, tok, cfg, seed, max_canvas
+        self.canvas_pos = canvas_pos
 
     def __iter__(self) -> Iterator[Batch]:
         info = torch.utils.data.get_worker_info()
         wid = info.id if info is not None else 0
         torch.manual_seed(self.seed * 7919 + wid)  # collate draws its masks from torch's global generator
         torch.set_num_threads(1)
-        stream = ExampleStream(self.files, self.tok, self.cfg, self.seed * 7919 + wid, self.max_canvas)
+        stream = ExampleStream(self.files, self.tok, self.cfg, self.seed * 7919 + wid, self.max_canvas,
+                               windows=True, canvas_pos=self.canvas_pos)
         while True:
             yield stream.batch(self.cfg.batch_size)
 
@@ -148,7 +187,11 @@ class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
 def losses(model: DiffusionLM, b: Batch, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(canvas diffusion loss, prefix next-token loss) of one batch; logits only for supervised rows."""
     tokens, kind = b.tokens.to(device), b.kind.to(device)
-    h = model(tokens, kind)  # (B, T, D)
+    if b.seg is not None and b.limit is not None and b.pos is not None:  # several holes per row
+        mask = window_mask(kind, b.seg.to(device), b.limit.to(device))
+        h = model(tokens, kind, mask, b.pos.to(device))  # (B, T, D)
+    else:
+        h = model(tokens, kind)  # (B, T, D)
     sel = b.targets.to(device) != -100
     logits = model.head(h[sel]).float()  # (N, V)
     ce = F.cross_entropy(logits, b.targets.to(device)[sel], reduction="none")
@@ -201,7 +244,7 @@ def _shuffle_context(b: Batch) -> Batch:
     rolled_t, rolled_k = b.tokens.roll(1, 0), b.kind.roll(1, 0)
     tokens[ctx] = rolled_t[ctx]
     kind[ctx] = rolled_k[ctx]
-    return Batch(tokens, kind, b.targets, b.weights, b.ar_targets, b.n_canvas)
+    return replace(b, tokens=tokens, kind=kind)
 
 
 def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
@@ -328,16 +371,17 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     val_stream = ExampleStream(val_files, tok, cfg, seed=12345, max_canvas=max_canvas)
     val_state = torch.random.get_rng_state()
     torch.manual_seed(12345)  # the validation batches' masks are the same in every run
-    val_batches = [val_stream.batch(min(cfg.batch_size, 32)) for _ in range(8)]
+    val_batches = [val_stream.batch(VAL_ROWS) for _ in range(8)]
     torch.random.set_rng_state(val_state)
     batches: Iterator[Batch]
     if cfg.workers > 0:
         loader = torch.utils.data.DataLoader(
-            _Batches(train_files, tok, cfg, cfg.seed * 1000 + step, max_canvas), batch_size=None,
+            _Batches(train_files, tok, cfg, cfg.seed * 1000 + step, max_canvas, mcfg.max_canvas), batch_size=None,
             num_workers=cfg.workers, prefetch_factor=4, persistent_workers=True)
         batches = iter(loader)
     else:
-        stream = ExampleStream(train_files, tok, cfg, seed=cfg.seed * 1000 + step, max_canvas=max_canvas)
+        stream = ExampleStream(train_files, tok, cfg, seed=cfg.seed * 1000 + step, max_canvas=max_canvas,
+                               windows=True, canvas_pos=mcfg.max_canvas)
         batches = iter(lambda: stream.batch(cfg.batch_size), None)
     budget_s = cfg.minutes * 60 if cfg.minutes > 0 else float("inf")
     sched_s = (cfg.schedule_minutes or cfg.minutes) * 60
