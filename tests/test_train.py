@@ -185,7 +185,9 @@ def test_holes_per_window_trains_and_validates_single_hole(tmp_path: Path, corpu
     cfg = loop.TrainConfig(out="x", preset="tiny", train_prefix=48, train_suffix=24, holes_per_window=4,
                            window_span=32)
     files = [f for f in corpus.list_files([corpus_dir]) if f.split == "train"]
-    wb = loop.ExampleStream(files, tok, cfg, seed=0, max_canvas=32, windows=True).batch(2)
+    ws = loop.ExampleStream(files, tok, cfg, seed=0, max_canvas=32, windows=True)
+    assert ws.per_file == 2  # 8 holes per file read in both layouts: 2 windows of 4
+    wb = ws.batch(2)
     single = loop.ExampleStream(files, tok, cfg, seed=0, max_canvas=32).batch(2)
     assert wb.seg is not None and int(wb.seg.max()) >= 2 and single.seg is None
     assert main(["train", "--out", str(tmp_path / "a"), "--steps", "1", "--objective", "ar",
