@@ -301,19 +301,24 @@ def collate(
         if e.suffix:
             tokens[r, pl : pl + len(e.suffix)] = torch.tensor(e.suffix)
             kind[r, pl : pl + len(e.suffix)] = SUFFIX
-        canvas = canvas_targets(e.hole, c, tok.pad_id)
-        t = rng.uniform(t_min, 1.0)
-        m = torch.rand(c) < t
-        if not bool(m.any()):
-            m[rng.randrange(c)] = True
-        ct = torch.tensor(canvas)
-        o = pl + sl
-        kind[r, o : o + c] = CANVAS
-        tokens[r, o : o + c] = torch.where(m, torch.full_like(ct, tok.mask_id), ct)
-        targets[r, o : o + c] = torch.where(m, ct, torch.full_like(ct, -100))
-        weights[r, o : o + c] = m.float() / t
+        lay_canvas(tokens, kind, targets, weights, r, pl + sl, e.hole, c, tok, rng, t_min)
         n_canvas += c
     return Batch(tokens, kind, targets, weights, ar, n_canvas)
+
+
+def lay_canvas(tokens: torch.Tensor, kind: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, r: int,
+               o: int, hole: list[int], c: int, tok: Tokenizer, rng: random.Random, t_min: float) -> None:
+    """Write one hole's c-slot canvas into row r at column o: draw t ~ U(t_min, 1], mask each slot with
+    probability t (at least one), and set the masked slots' targets with weight 1/t (MDLM / LLaDA)."""
+    ct = torch.tensor(canvas_targets(hole, c, tok.pad_id))
+    t = rng.uniform(t_min, 1.0)
+    m = torch.rand(c) < t
+    if not bool(m.any()):
+        m[rng.randrange(c)] = True
+    kind[r, o : o + c] = CANVAS
+    tokens[r, o : o + c] = torch.where(m, torch.full_like(ct, tok.mask_id), ct)
+    targets[r, o : o + c] = torch.where(m, ct, torch.full_like(ct, -100))
+    weights[r, o : o + c] = m.float() / t
 
 
 def collate_ar(examples: list[Example], tok: Tokenizer, max_middle: int = MAX_HOLE) -> Batch:

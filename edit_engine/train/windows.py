@@ -28,7 +28,7 @@ import torch
 
 from ..model import ABSENT, CANVAS, PREFIX, SUFFIX
 from ..tokenizer import Tokenizer, trim_end, trim_start
-from .data import MAX_HOLE, Batch, SyntaxSpans, canvas_size, canvas_targets, sample_hole
+from .data import MAX_HOLE, Batch, SyntaxSpans, canvas_size, lay_canvas, sample_hole
 
 CHARS_PER_TOKEN = 4  # a generous estimate for Python (scripts/tokens_per_char.py measures about 3.3)
 
@@ -137,15 +137,7 @@ def collate_windows(
                 pos[r, x : x + ns] = h.cut + max_canvas_pos + torch.arange(ns)
                 seg[r, x : x + ns] = i + 1
             x += ns
-            canvas = torch.tensor(canvas_targets(h.hole, c, tok.pad_id))
-            t = rng.uniform(t_min, 1.0)
-            m = torch.rand(c) < t
-            if not bool(m.any()):
-                m[rng.randrange(c)] = True
-            kind[r, x : x + c] = CANVAS
-            tokens[r, x : x + c] = torch.where(m, torch.full_like(canvas, tok.mask_id), canvas)
-            targets[r, x : x + c] = torch.where(m, canvas, torch.full_like(canvas, -100))
-            weights[r, x : x + c] = m.float() / t
+            lay_canvas(tokens, kind, targets, weights, r, x, h.hole, c, tok, rng, t_min)
             pos[r, x : x + c] = h.cut + torch.arange(c)
             seg[r, x : x + c] = i + 1
             limit[r, x : x + c] = o + h.cut
