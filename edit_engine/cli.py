@@ -146,10 +146,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--warmup-steps", type=int, default=200)
     p.add_argument("--eval-every", type=float, default=10.0, help="minutes between validation evaluations")
     p.add_argument("--save-every", type=float, default=5.0, help="minutes between resume checkpoints")
-    p.add_argument("--holes-per-window", type=int, default=1, metavar="K",
-                   help="holes per training row sharing one prefix (edit_engine/train/windows.py; default 1)")
-    p.add_argument("--window-span", type=int, default=128, metavar="TOKENS",
-                   help="with --holes-per-window K > 1: the holes start within about this many tokens")
+    p.add_argument("--holes-per-window", type=int, default=0, metavar="K",
+                   help="holes per training row sharing one prefix (edit_engine/train/windows.py; default 4 "
+                        "for diffusion, 1 for --objective ar; 1 = one hole per row)")
+    p.add_argument("--window-span", type=int, default=64, metavar="TOKENS",
+                   help="with --holes-per-window K > 1: the holes start within about this many tokens (default 64)")
+    p.add_argument("--pretrain-share", type=float, default=0.0, metavar="F",
+                   help="train the first F (0-1) of the schedule on long spans of running text (a full canvas, "
+                        "128 slots for small and mid) before editor-shaped holes (docs/training.md; default 0)")
 
 
 @_command("train")
@@ -158,10 +162,14 @@ def _train(a: argparse.Namespace) -> int:
 
     if not a.minutes and not a.steps:
         raise UserError("give --minutes or --steps")
-    if a.holes_per_window < 1 or a.window_span < 1:
+    if a.holes_per_window < 0 or a.window_span < 1:
         raise UserError("--holes-per-window and --window-span take a positive number")
     if a.holes_per_window > 1 and a.objective == "ar":
         raise UserError("--holes-per-window is for the diffusion objective; the AR baseline trains one hole per row")
+    if not 0.0 <= a.pretrain_share < 1.0:
+        raise UserError(f"--pretrain-share {a.pretrain_share}: give a share of the schedule, 0 <= F < 1")
+    if a.pretrain_share > 0 and a.objective == "ar":
+        raise UserError("--pretrain-share is a diffusion phase; the AR baseline has none")
     if a.vocab_size and not 260 <= a.vocab_size <= 262_144:
         raise UserError(f"--vocab-size {a.vocab_size}: give 260 to 262144 (256 bytes and the special tokens at least)")
     cfg = TrainConfig(out=a.out, preset=a.preset, corpus=tuple(a.corpus), minutes=a.minutes, steps=a.steps,
@@ -170,7 +178,8 @@ def _train(a: argparse.Namespace) -> int:
                       workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,
                       train_suffix=a.train_suffix, warmup_steps=a.warmup_steps, eval_every_min=a.eval_every,
                       save_every_min=a.save_every, init=a.init, vocab_size=a.vocab_size,
-                      compile=a.compile, holes_per_window=a.holes_per_window, window_span=a.window_span)
+                      compile=a.compile, holes_per_window=a.holes_per_window, window_span=a.window_span,
+                      pretrain_share=a.pretrain_share)
     train(cfg, resume=a.resume)
     return 0
 

@@ -6,7 +6,8 @@
 
 Run two side by side (one thread each) so that they share the machine's state. Each builds 24 batches of
 ``--rows`` rows (default 16; prefix 256, suffix 96 tokens: the CPU defaults) from the training split, with
-``--holes`` holes per row (``train.windows``; default 1, the single-hole layout), runs 4 warm-up steps (the
+``--holes`` holes per row (``train.windows``; default 1, the single-hole layout) or, with ``--pretrain``, the
+pretraining phase's long spans (``--pretrain-share``), runs 4 warm-up steps (the
 compile happens there), then times 20 optimizer steps. It prints tokens/s, seconds per step, canvas slots and
 masked (supervised) canvas slots per second, and the seconds spent building a batch (tokenizing and laying
 out, which the training process does itself unless ``--workers`` is set).
@@ -28,6 +29,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--holes", type=int, default=1, help="holes per row (1 = the single-hole layout)")
     p.add_argument("--rows", type=int, default=16, help="rows per batch")
     p.add_argument("--span", type=int, default=128, help="--window-span with --holes > 1")
+    p.add_argument("--pretrain", action="store_true",
+                   help="the pretraining phase's rows (--pretrain-share: long spans on a full 128-slot canvas)")
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args(argv)
     from edit_engine.model import PRESETS, DiffusionLM
@@ -41,7 +44,7 @@ def main(argv: list[str]) -> int:
     files = [f for f in corpus.list_files() if f.split == "train"]
     cfg = TrainConfig(out="-", preset="small", holes_per_window=a.holes, window_span=a.span)
     stream = ExampleStream(files, tok, cfg, seed=1, max_canvas=MAX_HOLE, windows=True,
-                           canvas_pos=PRESETS["small"].max_canvas)
+                           canvas_pos=PRESETS["small"].max_canvas, pretrain=a.pretrain)
     t_data = time.perf_counter()
     batches = [stream.batch(a.rows) for _ in range(24)]
     t_data = (time.perf_counter() - t_data) / len(batches)
@@ -50,10 +53,10 @@ def main(argv: list[str]) -> int:
     if a.mode == "compile":
         model.forward = torch.compile(model.forward, dynamic=True)  # type: ignore[method-assign]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    tokens = slots = masked = 0
+    tokens = slots = masked = real = 0
     for i, b in enumerate(batches):
         if i == 4:
-            t0, tokens, slots, masked = time.perf_counter(), 0, 0, 0
+            t0, tokens, slots, masked, real = time.perf_counter(), 0, 0, 0, 0
         d, ar = losses(model, b, "cpu")
         opt.zero_grad()
         (d + 0.5 * ar).backward()
@@ -61,13 +64,16 @@ def main(argv: list[str]) -> int:
         tokens += int((b.kind != 0).sum())
         slots += b.n_canvas
         masked += int((b.targets != -100).sum())
+        real += int(((b.targets != -100) & (b.targets != tok.pad_id)).sum())  # masked slots that are not pads
     dt = time.perf_counter() - t0
     steps = len(batches) - 4
-    row = {"mode": a.mode, "holes": a.holes, "rows": a.rows, "tokens_per_s": tokens / dt, "s_per_step": dt / steps,
-           "canvas_slots_per_s": slots / dt, "masked_slots_per_s": masked / dt, "s_per_batch_built": t_data,
-           "tokens_per_row": tokens / steps / a.rows}
-    print(f"{a.mode} holes={a.holes} rows={a.rows}: {row['tokens_per_s']:,.0f} tokens/s, {row['s_per_step']:.3f} s/step, "
-          f"{row['canvas_slots_per_s']:,.0f} canvas slots/s, {row['masked_slots_per_s']:,.0f} masked slots/s, "
+    row = {"mode": a.mode, "holes": a.holes, "rows": a.rows, "pretrain": a.pretrain, "tokens_per_s": tokens / dt,
+           "s_per_step": dt / steps, "canvas_slots_per_s": slots / dt, "masked_slots_per_s": masked / dt,
+           "masked_token_slots_per_s": real / dt, "s_per_batch_built": t_data, "tokens_per_row": tokens / steps / a.rows}
+    what = "pretrain spans" if a.pretrain else f"holes={a.holes}"
+    print(f"{a.mode} {what} rows={a.rows}: {row['tokens_per_s']:,.0f} tokens/s, {row['s_per_step']:.3f} s/step, "
+          f"{row['canvas_slots_per_s']:,.0f} canvas slots/s, {row['masked_slots_per_s']:,.0f} masked slots/s "
+          f"({row['masked_token_slots_per_s']:,.0f} not pads), "
           f"{row['tokens_per_row']:.0f} tokens/row, {t_data:.3f} s to build a batch")
     if a.json:
         with open(a.json, "w") as f:

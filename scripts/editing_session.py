@@ -187,6 +187,7 @@ def table(r: dict[str, Any]) -> str:
            f"{'':28} {'n':>5} {'p50 ms':>8} {'p95 ms':>8}"]
     for name, s in rows:
         out.append(f"{name:28} {s['n']:5d} {f(s['p50'])} {f(s['p95'])}")
+    out.append(f"passes per answer, p50: {f(r['passes_per_answer']['p50']).strip()}")
     return "\n".join(out)
 
 

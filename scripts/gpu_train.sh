@@ -30,9 +30,13 @@ RUNS=${RUNS:-diff_mid ar_mid diff_small}
 # (1.1-1.2x on one CPU thread; untested on a GPU so far, where Python overhead dominated the first run).
 CMP=(); [ -n "${COMPILE:-}" ] && CMP=(--compile)
 # HOLES=K: the diffusion runs train K holes per row sharing one prefix (train --holes-per-window K, window span
-# SPAN tokens, default 64); the AR run keeps one hole per row. On a GPU, where the first run supervised about
+# SPAN tokens, default 64); the AR run keeps one hole per row. Unset, `edit-engine train`'s default applies: 4
+# holes per row for diffusion since session 7 (HOLES=1 for one). On a GPU, where the first run supervised about
 # 3% of each row's tokens (768 + 256 context, ~33 canvas slots), this is where the next run's compute goes.
 WIN=(); [ -n "${HOLES:-}" ] && WIN=(--holes-per-window "$HOLES" --window-span "${SPAN:-64}")
+# PRETRAIN=F: diff_mid (the run from scratch) trains the first F of its minutes on long spans of running text
+# (train --pretrain-share F, docs/training.md); diff_small is warm-started and has no pretraining phase.
+PRE=(); [ -n "${PRETRAIN:-}" ] && PRE=(--pretrain-share "$PRETRAIN")
 for r in $RUNS; do
   case $r in diff_mid|ar_mid|diff_small) ;; *) echo "RUNS: unknown run '$r' (diff_mid, ar_mid, diff_small)"; exit 2;; esac
 done
@@ -79,7 +83,7 @@ KB=(); [ "$DEVICE" = cpu ] && KB=(--smoke)
 ( EDIT_ENGINE_KERNELS=auto timeout 240 python3 -m kernels.bench "${KB[@]}" --json "$RES/kernels_bench.json" \
   > "$RES/kernels_bench.txt" 2>&1; note "kernels.bench exit $?" ) &
 has() { [[ " $RUNS " == *" $1 "* ]]; }
-has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" "${WIN[@]}" &
+has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" "${WIN[@]}" "${PRE[@]}" &
 has ar_mid && run ar_mid --preset mid --tokenizer "$TOK" --objective ar --workers "${W:-5}" &
 has diff_small && run diff_small --preset small --workers "${W:-4}" --init edit_engine/models/default "${WIN[@]}" &
 wait

@@ -44,6 +44,11 @@ def test_context_gap_is_deterministic(tiny_engine: Engine, tmp_path: Path) -> No
     a = context_gap(tiny_engine, limit=2, batch_size=2, roots=[root], seed=3)
     b = context_gap(tiny_engine, limit=2, batch_size=2, roots=[root], seed=3)
     assert a == b
+    # One batch: the split by target (real tokens, pads) recombines to the masked-token cross-entropy.
+    share = a["pad_share"]
+    assert 0.0 <= share <= 1.0
+    assert (1 - share) * a["masked_ce_tokens"] + share * a["masked_ce_pads"] == pytest.approx(
+        a["val_masked_ce"], rel=1e-4)
 
 
 def test_context_gap_needs_val_files_and_two_rows(tiny_engine: Engine, tmp_path: Path) -> None:

@@ -192,3 +192,10 @@ def test_holes_per_window_trains_and_validates_single_hole(tmp_path: Path, corpu
     assert wb.seg is not None and int(wb.seg.max()) >= 2 and single.seg is None
     assert main(["train", "--out", str(tmp_path / "a"), "--steps", "1", "--objective", "ar",
                  "--holes-per-window", "2"]) == 2
+    # The default: 4 holes per row (span 64) for diffusion, one for the AR baseline; 1 asks for single holes.
+    rec = _train(tmp_path / "d", corpus_dir, "--steps", "1")
+    assert (rec["config"]["holes_per_window"], rec["config"]["window_span"]) == (4, 64)
+    assert loop.TrainConfig(out="x", objective="ar").holes_per_window == 1
+    assert loop.TrainConfig(out="x", holes_per_window=1).holes_per_window == 1
+    with pytest.raises(ValueError, match="holes_per_window"):
+        loop.TrainConfig(out="x", holes_per_window=-1)

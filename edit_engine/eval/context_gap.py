@@ -5,6 +5,11 @@ the roots the checkpoint was trained on when its record names them), exactly as 
 (``data.make_example`` / ``collate``), and scored with ``loop.evaluate``: ``context_gap`` = masked-token
 cross-entropy with shuffled context minus with the real one (nats per masked token). A model that ignores its
 context has a gap near 0; the gap is the cheapest signal that training is working.
+
+The masked-token cross-entropy is also split by target: ``masked_ce_tokens`` on slots whose target is a real
+token (what the fill says) and ``masked_ce_pads`` on pad targets (where the fill ends; NaN without any), with
+``pad_share`` the pads' share of the masked slots; a change of recipe can move the two apart. These three are
+averages over all masked slots, where ``val_masked_ce`` is the mean of per-batch means (the same with one batch).
 """
 
 from __future__ import annotations
@@ -60,5 +65,30 @@ def context_gap(engine: Engine, limit: int = 64, batch_size: int = 16, seed: int
     model = engine.model
     was_training = model.training
     ev = evaluate(model, batches, str(model.device))
+    split = _split_ce(model, batches, engine.tokenizer.pad_id)
     model.train(was_training)  # evaluate() leaves the model in training mode
-    return {"n": n_batches * batch_size, "files": len(files), "roots": [str(r) for r in roots], **ev}
+    return {"n": n_batches * batch_size, "files": len(files), "roots": [str(r) for r in roots], **ev, **split}
+
+
+@torch.no_grad()
+def _split_ce(model: Any, batches: list[Any], pad_id: int) -> dict[str, float]:
+    """Masked-slot cross-entropy on real-token targets and on pad targets (nats per slot), and the pads'
+    share of the masked slots, over all batches."""
+    import torch.nn.functional as F
+
+    model.eval()
+    dev = str(model.device)
+    tok_sum = pad_sum = 0.0
+    n_tok = n_pad = 0
+    for b in batches:
+        h = model(b.tokens.to(dev), b.kind.to(dev))
+        tgt = b.targets.to(dev)
+        sel = tgt != -100
+        ce = F.cross_entropy(model.head(h[sel]).float(), tgt[sel], reduction="none")
+        is_pad = tgt[sel] == pad_id
+        tok_sum += float(ce[~is_pad].sum())
+        pad_sum += float(ce[is_pad].sum())
+        n_tok += int((~is_pad).sum())
+        n_pad += int(is_pad.sum())
+    return {"masked_ce_tokens": tok_sum / max(1, n_tok), "masked_ce_pads": pad_sum / n_pad if n_pad else float("nan"),
+            "pad_share": n_pad / max(1, n_tok + n_pad)}

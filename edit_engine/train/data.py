@@ -246,6 +246,38 @@ def make_example(
     return Example(p_ids, hole_ids, s_ids, kind)
 
 
+def make_span_example(
+    tok: Tokenizer,
+    text: str,
+    rng: random.Random,
+    max_prefix: int,
+    max_suffix: int,
+    span: int = MAX_HOLE,
+) -> Example | None:
+    """The pretraining phase's example (``TrainConfig.pretrain_share``): the hole is about ``span`` tokens of
+    running text from a random point of the file (a line start half the time), with the context on both sides
+    as in serving. Laid on a ``span``-slot canvas it fills every slot (pads only where the text runs out: the
+    end of the file, or of the window read from a long one), so a row has several times the diffusion targets
+    of an editor-shaped hole, almost none of them pads. The hole ends on a
+    character boundary, and the suffix starts right after it (the canvas is full up to it: at most ``span``
+    tokens, so nothing between canvas and suffix is hidden, except when one character is wider than the span)."""
+    if not text:
+        return None
+    a = rng.randrange(len(text))
+    if rng.random() < 0.5:
+        a = text.rfind("\n", 0, a) + 1
+    chunk = text[a : a + 8 * span]
+    ids = trim_end(tok, chunk, tok.encode(chunk)[:span])
+    # A first character wider than the span (a 4-byte one on a tiny canvas): that character, cut to the window.
+    b = a + (len(tok.decode(ids)) if ids else 1)
+    hole_ids = tok.encode(text[a:b])[: span + 1]
+    pre = text[max(0, a - 6 * max_prefix) : a]
+    suf = text[b : b + 6 * max_suffix]
+    p_ids = trim_start(tok, pre, tok.encode(pre)[-max_prefix:])
+    s_ids = trim_end(tok, suf, tok.encode(suf)[:max_suffix])
+    return Example(p_ids, hole_ids, s_ids, "span")
+
+
 def canvas_size(rng: random.Random, max_canvas: int = MAX_HOLE) -> int:
     """A canvas size drawn from ``CANVAS_SIZES`` (at most ``max_canvas``), independent of the hole."""
     sizes = [c for c in CANVAS_SIZES if c <= max_canvas] or [min(CANVAS_SIZES)]
@@ -280,10 +312,12 @@ def _empty(B: int, T: int, pad_id: int) -> tuple[torch.Tensor, ...]:
 
 
 def collate(
-    examples: list[Example], tok: Tokenizer, rng: random.Random, t_min: float = 0.05, max_canvas: int = MAX_HOLE
+    examples: list[Example], tok: Tokenizer, rng: random.Random, t_min: float = 0.05, max_canvas: int = MAX_HOLE,
+    canvas: int = 0,
 ) -> Batch:
-    """Lay out examples and draw the diffusion time t ~ U(t_min, 1] per example (MDLM / LLaDA objective)."""
-    sizes = [canvas_size(rng, max_canvas) for _ in examples]
+    """Lay out examples and draw the diffusion time t ~ U(t_min, 1] per example (MDLM / LLaDA objective).
+    Canvas sizes are drawn from ``CANVAS_SIZES``, or all ``canvas`` slots when given (the pretraining spans)."""
+    sizes = [canvas or canvas_size(rng, max_canvas) for _ in examples]
     pl = max(len(e.prefix) for e in examples)
     sl = max(len(e.suffix) for e in examples)
     cl = max(sizes)

@@ -37,8 +37,20 @@ from .. import checkpoint
 from ..model import PRESETS, DiffusionLM
 from ..tokenizer import Tokenizer
 from . import corpus
-from .data import MAX_HOLE, Batch, Example, SyntaxSpans, collate, collate_ar, make_example, syntax_spans
+from .data import (
+    MAX_HOLE,
+    Batch,
+    Example,
+    SyntaxSpans,
+    collate,
+    collate_ar,
+    make_example,
+    make_span_example,
+    syntax_spans,
+)
 from .windows import Window, collate_windows, make_window, window_mask
+
+DEFAULT_HOLES = 4  # holes per training row of the diffusion objective unless told otherwise
 
 
 @dataclass(frozen=True)
@@ -78,17 +90,30 @@ class TrainConfig:
     # Holes per training row (``train.windows``): >1 shares one causal prefix between that many holes whose
     # starts lie within about ``window_span`` tokens, so more of each step's tokens are diffusion targets.
     # Validation stays single-hole either way, so runs with different settings compare on the same batches.
-    holes_per_window: int = 1
-    window_span: int = 128
+    # 0 = the default: 4 for diffusion (since session 7: better than 1 per row from scratch and warm-started,
+    # and level between 8 and 16 rows; README "Several holes per row"), 1 for the AR baseline.
+    holes_per_window: int = 0
+    window_span: int = 64
+    # Pretraining phase: the first ``pretrain_share`` of the schedule (of its minutes, or of ``steps``; a warm
+    # start's schedule starts again) trains on long spans of running text (``data.make_span_example``: a full
+    # canvas of the preset's largest training size, 128 for small and mid, pads only where the text runs out)
+    # instead of editor-shaped holes, so each row carries several times the diffusion targets; then infill.
+    pretrain_share: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.objective not in ("diffusion", "ar"):
             raise ValueError(f"objective={self.objective!r}; expected 'diffusion' or 'ar'")
+        if self.holes_per_window == 0:  # the default for the objective (frozen: set through object)
+            object.__setattr__(self, "holes_per_window", 1 if self.objective == "ar" else DEFAULT_HOLES)
         if self.holes_per_window < 1:
-            raise ValueError(f"holes_per_window={self.holes_per_window}; expected 1 or more")
+            raise ValueError(f"holes_per_window={self.holes_per_window}; expected 1 or more (0: the default)")
         if self.holes_per_window > 1 and self.objective == "ar":
             raise ValueError("holes_per_window > 1 is a diffusion layout; the AR baseline trains one hole per row")
+        if not 0.0 <= self.pretrain_share < 1.0:
+            raise ValueError(f"pretrain_share={self.pretrain_share}; expected 0 <= share < 1")
+        if self.pretrain_share > 0 and self.objective == "ar":
+            raise ValueError("pretrain_share is a diffusion phase; the AR baseline has none")
 
 
 # Validation: 8 fixed single-hole batches of this many examples from held-out files, whatever the run's batch
@@ -103,9 +128,10 @@ class ExampleStream:
 
     def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
                  max_canvas: int = MAX_HOLE, per_file: int = 8, windows: bool = False,
-                 canvas_pos: int = 256) -> None:
+                 canvas_pos: int = 256, pretrain: bool = False) -> None:
         self.files = files
-        self.windows = windows and cfg.holes_per_window > 1
+        self.pretrain = pretrain  # long spans on a full canvas (make_span_example) instead of holes
+        self.windows = windows and cfg.holes_per_window > 1 and not pretrain
         if self.windows:  # the same holes per file read in both layouts (so as many files per batch of holes)
             per_file = max(1, per_file // cfg.holes_per_window)
         self.canvas_pos = canvas_pos  # the model's max_canvas (where suffix positions start)
@@ -123,8 +149,12 @@ class ExampleStream:
         small share of the work."""
         while True:
             text, spans = self._text()
-            ex = make_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix,
-                              spans=spans)
+            if self.pretrain:
+                ex = make_span_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix,
+                                       span=self.max_canvas)
+            else:
+                ex = make_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix,
+                                  spans=spans)
             if ex is not None:
                 return ex
 
@@ -162,16 +192,17 @@ class ExampleStream:
         exs = [self.next() for _ in range(n)]
         if self.cfg.objective == "ar":
             return collate_ar(exs, self.tok)
-        return collate(exs, self.tok, self.rng, max_canvas=self.max_canvas)
+        return collate(exs, self.tok, self.rng, max_canvas=self.max_canvas,
+                       canvas=self.max_canvas if self.pretrain else 0)
 
 
 class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
     """Endless training batches for a DataLoader; each worker has its own seeded stream."""
 
     def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
-                 max_canvas: int, canvas_pos: int) -> None:
+                 max_canvas: int, canvas_pos: int, pretrain: bool = False) -> None:
         self.files, self.tok, self.cfg, self.seed, self.max_canvas = files, tok, cfg, seed, max_canvas
-        self.canvas_pos = canvas_pos
+        self.canvas_pos, self.pretrain = canvas_pos, pretrain
 
     def __iter__(self) -> Iterator[Batch]:
         info = torch.utils.data.get_worker_info()
@@ -179,7 +210,7 @@ class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         torch.manual_seed(self.seed * 7919 + wid)  # collate draws its masks from torch's global generator
         torch.set_num_threads(1)
         stream = ExampleStream(self.files, self.tok, self.cfg, self.seed * 7919 + wid, self.max_canvas,
-                               windows=True, canvas_pos=self.canvas_pos)
+                               windows=True, canvas_pos=self.canvas_pos, pretrain=self.pretrain)
         while True:
             yield stream.batch(self.cfg.batch_size)
 
@@ -373,16 +404,19 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     torch.manual_seed(12345)  # the validation batches' masks are the same in every run
     val_batches = [val_stream.batch(VAL_ROWS) for _ in range(8)]
     torch.random.set_rng_state(val_state)
-    batches: Iterator[Batch]
-    if cfg.workers > 0:
-        loader = torch.utils.data.DataLoader(
-            _Batches(train_files, tok, cfg, cfg.seed * 1000 + step, max_canvas, mcfg.max_canvas), batch_size=None,
-            num_workers=cfg.workers, prefetch_factor=4, persistent_workers=True)
-        batches = iter(loader)
-    else:
-        stream = ExampleStream(train_files, tok, cfg, seed=cfg.seed * 1000 + step, max_canvas=max_canvas,
-                               windows=True, canvas_pos=mcfg.max_canvas)
-        batches = iter(lambda: stream.batch(cfg.batch_size), None)
+    def batch_iter(pretrain: bool) -> Iterator[Batch]:
+        seed = cfg.seed * 1000 + step + (10**6 if pretrain else 0)
+        if cfg.workers > 0:
+            loader = torch.utils.data.DataLoader(
+                _Batches(train_files, tok, cfg, seed, max_canvas, mcfg.max_canvas, pretrain=pretrain),
+                batch_size=None, num_workers=cfg.workers, prefetch_factor=4, persistent_workers=not pretrain)
+            return iter(loader)
+        stream = ExampleStream(train_files, tok, cfg, seed=seed, max_canvas=max_canvas, windows=True,
+                               canvas_pos=mcfg.max_canvas, pretrain=pretrain)
+        return iter(lambda: stream.batch(cfg.batch_size), None)
+
+    streams: dict[str, Iterator[Batch]] = {}  # by phase, made when the phase starts
+    phase = "infill"
     budget_s = cfg.minutes * 60 if cfg.minutes > 0 else float("inf")
     sched_s = (cfg.schedule_minutes or cfg.minutes) * 60
     start_step = step
@@ -424,7 +458,13 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         lr = lr_at(cfg, step - origin[0], progress)
         for g in opt.param_groups:
             g["lr"] = lr
-        b = next(batches)
+        phase = "pretrain" if progress < cfg.pretrain_share else "infill"
+        if phase not in streams:
+            if phase == "infill" and "pretrain" in streams:
+                print(f"\n[phase] infill from step {step}", file=sys.stderr)
+            streams.clear()  # the pretraining phase's workers stop
+            streams[phase] = batch_iter(phase == "pretrain")
+        b = next(streams[phase])
         with torch.autocast("cpu" if cfg.device == "cpu" else "cuda", dtype=torch.bfloat16,
                             enabled=cfg.autocast_bf16):
             diff, ar = losses(model, b, cfg.device)
@@ -441,10 +481,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             print(f"\rstep {step} loss {float(diff.detach()):.3f} ar {float(ar.detach()):.3f} gn {float(gn):.2f} lr {lr:.2e} "
                   f"{tps:,.0f} tok/s {el / 60:.1f} min", end="", file=sys.stderr, flush=True)
             _log(out, {"step": step, "diff": float(diff.detach()), "ar": float(ar.detach()), "lr": lr, "tokens": tokens_seen,
-                       "minutes": el / 60})
+                       "minutes": el / 60, "phase": phase})
         if time.time() - last_eval >= cfg.eval_every_min * 60:
             ev = evaluate(model, val_batches, cfg.device)
-            history.append({"step": step, "tokens": tokens_seen, "minutes": el / 60, **ev})
+            history.append({"step": step, "tokens": tokens_seen, "minutes": el / 60, "phase": phase, **ev})
             _log(out, {"eval": True, **history[-1]})
             print(f"\n[eval] step {step} " + " ".join(f"{k}={v:.3f}" for k, v in ev.items()), file=sys.stderr)
             last_eval = time.time()
@@ -452,7 +492,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             snapshot()
             last_save = time.time()
     ev = evaluate(model, val_batches, cfg.device)
-    history.append({"step": step, "tokens": tokens_seen, "minutes": (elapsed_prev + time.time() - t0) / 60, **ev})
+    history.append({"step": step, "tokens": tokens_seen, "minutes": (elapsed_prev + time.time() - t0) / 60,
+                    "phase": phase, **ev})
     _log(out, {"eval": True, **history[-1]})
     snapshot(final=True)
     print(f"\ndone: step {step}, {tokens_seen:,} tokens; checkpoint in {out / 'checkpoint'}", file=sys.stderr)
