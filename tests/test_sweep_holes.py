@@ -9,6 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
+import floor_share  # noqa: E402
 import sweep_commit  # noqa: E402
 
 
@@ -29,3 +30,22 @@ def test_parse_check_counts_only_what_parses() -> None:
     assert sweep_commit.parses("def f():\n    return 1\n")
     assert not sweep_commit.parses("def f(:\n")
     assert not sweep_commit.parses("x = (" * 5000)  # too deep for the parser: a failure, not a crash
+
+
+def test_floor_share_counts_who_commits(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """scripts/floor_share.py: every slot committed after the first pass is counted once, by the threshold or
+    by the floor; at threshold 1.0 only the floor can commit (a random tiny model is never that sure), at 0.0
+    only the threshold; and the commit kernel is restored afterwards."""
+    import json
+
+    import kernels
+
+    before = kernels.commit_from_stats
+    out = {}
+    for thr in ("1.0", "0.0"):
+        assert floor_share.main(["--model", str(tiny_checkpoint), "--holes", "lines", "--n", "3", "--floor", "2",
+                                 "--threshold", thr, "--json", str(tmp_path / f"{thr}.json")]) == 0
+        out[thr] = json.loads((tmp_path / f"{thr}.json").read_text())
+    assert kernels.commit_from_stats is before
+    assert out["1.0"]["by_floor"] > 0 and out["1.0"]["by_threshold"] == 0 and out["1.0"]["floor_share"] == 1.0
+    assert out["0.0"]["by_floor"] == 0
