@@ -162,24 +162,19 @@ def _train(a: argparse.Namespace) -> int:
 
     if not a.minutes and not a.steps:
         raise UserError("give --minutes or --steps")
-    if a.holes_per_window < 0 or a.window_span < 1:
-        raise UserError("--holes-per-window and --window-span take a positive number")
-    if a.holes_per_window > 1 and a.objective == "ar":
-        raise UserError("--holes-per-window is for the diffusion objective; the AR baseline trains one hole per row")
-    if not 0.0 <= a.pretrain_share < 1.0:
-        raise UserError(f"--pretrain-share {a.pretrain_share}: give a share of the schedule, 0 <= F < 1")
-    if a.pretrain_share > 0 and a.objective == "ar":
-        raise UserError("--pretrain-share is a diffusion phase; the AR baseline has none")
     if a.vocab_size and not 260 <= a.vocab_size <= 262_144:
         raise UserError(f"--vocab-size {a.vocab_size}: give 260 to 262144 (256 bytes and the special tokens at least)")
-    cfg = TrainConfig(out=a.out, preset=a.preset, corpus=tuple(a.corpus), minutes=a.minutes, steps=a.steps,
-                      schedule_minutes=a.schedule_minutes, batch_size=a.batch_size, lr=a.lr, threads=a.threads,
-                      device=a.device, autocast_bf16=a.bf16, seed=a.seed, objective=a.objective,
-                      workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,
-                      train_suffix=a.train_suffix, warmup_steps=a.warmup_steps, eval_every_min=a.eval_every,
-                      save_every_min=a.save_every, init=a.init, vocab_size=a.vocab_size,
-                      compile=a.compile, holes_per_window=a.holes_per_window, window_span=a.window_span,
-                      pretrain_share=a.pretrain_share)
+    try:  # TrainConfig checks the combinations (holes per row, pretraining share, objective) in one place
+        cfg = TrainConfig(out=a.out, preset=a.preset, corpus=tuple(a.corpus), minutes=a.minutes, steps=a.steps,
+                          schedule_minutes=a.schedule_minutes, batch_size=a.batch_size, lr=a.lr, threads=a.threads,
+                          device=a.device, autocast_bf16=a.bf16, seed=a.seed, objective=a.objective,
+                          workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,
+                          train_suffix=a.train_suffix, warmup_steps=a.warmup_steps, eval_every_min=a.eval_every,
+                          save_every_min=a.save_every, init=a.init, vocab_size=a.vocab_size,
+                          compile=a.compile, holes_per_window=a.holes_per_window, window_span=a.window_span,
+                          pretrain_share=a.pretrain_share)
+    except ValueError as e:
+        raise UserError(f"train: {e}") from e
     train(cfg, resume=a.resume)
     return 0
 

@@ -84,6 +84,8 @@ def test_one_hole_is_the_single_hole_layout(tiny_tokenizer: Tokenizer) -> None:
 def test_window_config_is_checked() -> None:
     with pytest.raises(ValueError):
         loop.TrainConfig(out="x", holes_per_window=-1)
+    with pytest.raises(ValueError, match="window-span"):
+        loop.TrainConfig(out="x", window_span=0)
     assert loop.TrainConfig(out="x", holes_per_window=0).holes_per_window == loop.DEFAULT_HOLES  # 0: default
     with pytest.raises(ValueError):
         loop.TrainConfig(out="x", holes_per_window=2, objective="ar")

@@ -107,13 +107,17 @@ class TrainConfig:
         if self.holes_per_window == 0:  # the default for the objective (frozen: set through object)
             object.__setattr__(self, "holes_per_window", 1 if self.objective == "ar" else DEFAULT_HOLES)
         if self.holes_per_window < 1:
-            raise ValueError(f"holes_per_window={self.holes_per_window}; expected 1 or more (0: the default)")
+            raise ValueError(f"holes_per_window (--holes-per-window) {self.holes_per_window}: give 1 or more")
+        if self.window_span < 1:
+            raise ValueError(f"window_span (--window-span) {self.window_span}: give 1 or more tokens")
         if self.holes_per_window > 1 and self.objective == "ar":
-            raise ValueError("holes_per_window > 1 is a diffusion layout; the AR baseline trains one hole per row")
+            raise ValueError("holes_per_window (--holes-per-window) > 1 is a diffusion layout; the AR baseline "
+                             "trains one hole per row")
         if not 0.0 <= self.pretrain_share < 1.0:
-            raise ValueError(f"pretrain_share={self.pretrain_share}; expected 0 <= share < 1")
+            raise ValueError(f"pretrain_share (--pretrain-share) {self.pretrain_share}: give a share of the "
+                             "schedule, 0 <= F < 1")
         if self.pretrain_share > 0 and self.objective == "ar":
-            raise ValueError("pretrain_share is a diffusion phase; the AR baseline has none")
+            raise ValueError("pretrain_share (--pretrain-share) is a diffusion phase; the AR baseline has none")
 
 
 # Validation: 8 fixed single-hole batches of this many examples from held-out files, whatever the run's batch
