@@ -56,6 +56,9 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
                    "default: the model's sampler.json)")
     p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
+    p.add_argument("--remask", type=float, metavar="P",
+                   help="self-correction: remask committed tokens whose probability falls below P (models trained "
+                   "with --corrupt; 0 = off; default: the model's sampler.json)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -94,7 +97,7 @@ def _infill(a: argparse.Namespace) -> int:
         raise UserError(str(e)) from e
     engine = Engine.load(a.model)
     overrides = set_overrides(threshold=a.threshold, temperature=a.temperature, min_commit=a.min_commit,
-                              spread=a.spread)
+                              spread=a.spread, remask=a.remask)
     lang = a.language or language_for_path(path)
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
               repair=not a.no_repair, **overrides)
@@ -154,6 +157,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--pretrain-share", type=float, default=0.0, metavar="F",
                    help="train the first F (0-1) of the schedule on long spans of running text (a full canvas, "
                         "128 slots for small and mid) before editor-shaped holes (docs/training.md; default 0)")
+    p.add_argument("--corrupt", type=float, default=0.0, metavar="F",
+                   help="self-correction: replace this share (0-1) of the visible canvas tokens with wrong ones and "
+                        "supervise every visible slot, so the sampler's --remask can undo bad drafts (default 0)")
 
 
 @_command("train")
@@ -172,7 +178,7 @@ def _train(a: argparse.Namespace) -> int:
                           train_suffix=a.train_suffix, warmup_steps=a.warmup_steps, eval_every_min=a.eval_every,
                           save_every_min=a.save_every, init=a.init, vocab_size=a.vocab_size,
                           compile=a.compile, holes_per_window=a.holes_per_window, window_span=a.window_span,
-                          pretrain_share=a.pretrain_share)
+                          pretrain_share=a.pretrain_share, corrupt=a.corrupt)
     except ValueError as e:
         raise UserError(f"train: {e}") from e
     train(cfg, resume=a.resume)

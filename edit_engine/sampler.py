@@ -28,6 +28,14 @@ committed slot never changes, so the first line is exactly the one the full run 
 The stop reason is ``line``. (This holds for one denoising run; the engine's repair rounds start from the canvas
 as it stopped, its tail still masked, so a repaired fill may differ from repairing a fully denoised canvas.)
 
+Remasking (``remask`` > 0, self-correction; ReMDM, Wang et al. 2025, and WINO, Hong et al. 2025, revoke drafts
+the same way). A pass's logits cover every canvas slot, the committed ones too. A model trained with
+``--corrupt`` (``train/data.py``) learns there whether the token it sees belongs, so each pass also re-reads the
+earlier drafts: a committed real token whose probability fell below ``remask`` now that its neighbours are
+decided goes back to the mask and is predicted again in a later pass, at most ``remask_limit`` times per slot
+(which bounds the extra passes). Pads are never remasked, so the length stays as decided. With remasking, a
+committed slot can change, so the line stop gives the first line as decided when it stops.
+
 The loop keeps canvas, mask and scores as tensors: per pass there is one host read (is anything still masked?)
 and no Python loop over positions. It counts forward passes (nfe).
 
@@ -92,6 +100,11 @@ class SamplerConfig:
     min_tokens: int = 1  # the fill has at least this many real tokens (pad forbidden in the first slots)
     pad_threshold: float = 0.5  # length rule (module doc): fill length from the first pass's pad probabilities
     line_stop: bool = False  # single-line fills: end once the first line is decided (module doc, "Line stop")
+    # Self-correction (module doc, "Remasking"): a committed real token whose probability under a later pass is
+    # below ``remask`` goes back to the mask, at most ``remask_limit`` times per slot. 0 = off. Only for models
+    # trained to judge visible tokens (``edit-engine train --corrupt``); others score them meaninglessly.
+    remask: float = 0.0
+    remask_limit: int = 1
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -113,6 +126,10 @@ class SamplerConfig:
             raise ValueError("min_tokens must be between 0 and max_tokens")
         if not 0.0 <= self.pad_threshold <= 1.0:
             raise ValueError("pad_threshold must be between 0 and 1")
+        if not 0.0 <= self.remask < 1.0:
+            raise ValueError("remask must be a probability, 0 <= remask < 1 (0 = off)")
+        if not 0 <= self.remask_limit <= 100:
+            raise ValueError("remask_limit must be between 0 and 100")
 
     def with_(self, **kw: object) -> SamplerConfig:
         return replace(self, **kw)  # type: ignore[arg-type]
@@ -144,7 +161,7 @@ class Step:
 
     index: int  # 0-based pass number
     tokens: torch.Tensor  # (C,) canvas ids; masked slots hold the mask id
-    masked: int  # undecided slots: still masked, or not yet opened by canvas growth (never rises)
+    masked: int  # undecided slots: still masked, or not yet opened by canvas growth (rises only by remasking)
     nfe: int  # forward passes so far
     final: bool
     stop_reason: str  # "" while running; "complete" (a pad ended the fill), "length" (max_tokens reached) or
@@ -207,6 +224,27 @@ def decide_length(
     length_ban |= j < first.unsqueeze(-1)
 
 
+def remask_budget(masked: torch.Tensor, cfg: SamplerConfig) -> torch.Tensor | None:
+    """(B, C) int: how many more times each slot may be remasked (``cfg.remask_limit`` for the slots this run
+    decides, 0 for slots it was given); None when remasking is off."""
+    if cfg.remask <= 0 or cfg.remask_limit <= 0:
+        return None
+    return masked.long() * cfg.remask_limit
+
+
+def remask_drafts(logits: torch.Tensor, canvas: torch.Tensor, masked: torch.Tensor, budget: torch.Tensor,
+                  cfg: SamplerConfig, pad_id: int, mask_id: int) -> torch.Tensor:
+    """Remasking (module doc), in place on ``canvas`` and ``budget``: every committed real token with budget
+    left whose probability under this pass's ``logits`` (raw, before any ban) is below ``cfg.remask`` gets the
+    mask id back. Returns those slots (B, C) bool; the caller marks them masked after this pass's commit, so a
+    slot is re-predicted from a mask, never in the pass that doubted it. No host read."""
+    p = torch.softmax(logits.float(), -1).gather(-1, canvas.unsqueeze(-1)).squeeze(-1)  # (B, C)
+    bad = (~masked) & (canvas != pad_id) & (canvas != mask_id) & (budget > 0) & (p < cfg.remask)
+    canvas.masked_fill_(bad, mask_id)
+    budget -= bad.long()
+    return bad
+
+
 def commit_pass(
     logits: torch.Tensor,
     canvas: torch.Tensor,
@@ -216,14 +254,21 @@ def commit_pass(
     mask_id: int,
     gen: torch.Generator | None = None,
     length_ban: torch.Tensor | None = None,
+    budget: torch.Tensor | None = None,
 ) -> None:
-    """One pass's decision, shared by every sampler: constrain, score, commit, propagate pads (in place)."""
+    """One pass's decision, shared by every sampler: remask doubted drafts (``budget``: ``remask_budget``'s
+    tensor, None = off), constrain, score, commit, propagate pads (in place)."""
+    redo = remask_drafts(logits, canvas, masked, budget, cfg, pad_id, mask_id) if budget is not None else None
     logits[..., mask_id] = float("-inf")  # the model never commits a mask
+    # A remasked slot counts as real here (not masked, not a pad): pads stay banned up to it, so the length the
+    # run chose holds and the slot is refilled with a real token.
     logits[..., pad_id].masked_fill_(_pad_banned(canvas, masked, pad_id, cfg, length_ban), float("-inf"))
     kernels.commit_step(
         logits, canvas, masked, cfg.threshold, cfg.score, cfg.min_commit, cfg.max_commit,
         _choice(logits, cfg.temperature, gen), cfg.spread,
     )
+    if redo is not None:
+        masked |= redo
     if cfg.pad_rules:
         _propagate_pads(canvas, masked, pad_id)
 
@@ -252,6 +297,13 @@ def grow_canvas(
     fresh = torch.full((canvas.shape[0], extra), mask_id, dtype=canvas.dtype, device=canvas.device)
     return (torch.cat([canvas, fresh], 1), torch.cat([masked, torch.ones_like(fresh, dtype=torch.bool)], 1),
             torch.cat([length_ban, torch.zeros_like(fresh, dtype=torch.bool)], 1))
+
+
+def grow_budget(budget: torch.Tensor, new: int, cfg: SamplerConfig) -> torch.Tensor:
+    """The remask budget extended to ``new`` slots (the grown canvas's fresh slots get the full limit)."""
+    fresh = torch.full((budget.shape[0], new - budget.shape[1]), cfg.remask_limit, dtype=budget.dtype,
+                       device=budget.device)
+    return torch.cat([budget, fresh], 1)
 
 
 def denoise(
@@ -291,6 +343,7 @@ def denoise(
         return
     use_length = cfg.pad_threshold > 0 and init is None  # repair / rewrite canvases keep their own length
     length_ban = torch.zeros_like(masked)
+    budget = remask_budget(masked, cfg)
     open_from: int | None = 0 if use_length else None  # slots from here await the length decision
     nfe = 0
     index = 0
@@ -300,9 +353,9 @@ def denoise(
         if open_from is not None:
             logits = model.canvas_logits(canvas, cache)  # (B, C, V): the length pass needs pad probabilities
             decide_length(logits, canvas, masked, length_ban, open_from, cfg, pad_id, mask_id)
-            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban)
+            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget)
             open_from = None
-        elif cfg.temperature <= 0 and isinstance(model, DiffusionLM):
+        elif cfg.temperature <= 0 and budget is None and isinstance(model, DiffusionLM):
             # Greedy with a tied head: (token, score) straight from the hidden states; on GPUs with a large
             # vocabulary the fused kernel never writes the canvas logits (kernels/head.py).
             h = model.canvas_hidden(canvas, cache)  # (B, C, D)
@@ -315,7 +368,7 @@ def denoise(
                 _propagate_pads(canvas, masked, pad_id)
         else:
             logits = model.canvas_logits(canvas, cache)  # (B, C, V)
-            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban)
+            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget)
         nfe += 1
         if cfg.line_stop:
             assert line_end is not None
@@ -342,6 +395,8 @@ def denoise(
             if new <= size:  # init canvas already at max_tokens
                 return
             canvas, masked, length_ban = grow_canvas(canvas, masked, length_ban, new, mask_id)
+            if budget is not None:
+                budget = grow_budget(budget, new, cfg)
             if use_length:
                 open_from = size
             size = new

@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--initial-canvas", type=int, default=16, help="canvas slots to start with (grows when full)")
     ap.add_argument("--spread", type=int, default=0, metavar="R",
                     help="every row with the spread floor of radius R (SamplerConfig.spread; 0 = off)")
+    ap.add_argument("--remask", type=float, default=0.0, metavar="P",
+                    help="every row with remasking below P (SamplerConfig.remask; models trained with --corrupt)")
     ap.add_argument("--floors", help="only the default policy (confidence, 0.9) at these floors, e.g. 1,2,4")
     a = ap.parse_args(argv)
     floors = {int(x) for x in a.floors.split(",")} if a.floors else None
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             r = eng.infill(pre, suf, max_tokens=64, score=score, threshold=thr, pad_threshold=pthr,
                           min_commit=floor, line_stop=not a.no_line_stop, spread=a.spread,
-                          initial_canvas=a.initial_canvas)
+                          initial_canvas=a.initial_canvas, remask=a.remask)
             ms.append((time.perf_counter() - t) * 1000)
             fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
             exact += fill == line
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
               f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}{row['code_parse_ok']:>7.2f}",
               flush=True)
-    res = {"model": str(eng.path), "holes": a.holes, "initial_canvas": a.initial_canvas, "spread": a.spread, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
+    res = {"model": str(eng.path), "holes": a.holes, "initial_canvas": a.initial_canvas, "spread": a.spread, "remask": a.remask, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
            "command": " ".join(sys.argv)}
     if a.json:
         with open(a.json, "w") as f:

@@ -178,7 +178,8 @@ def test_seeded_sampling_is_reproducible(tiny_model: DiffusionLM, tiny_tokenizer
 def test_bad_config_rejected() -> None:
     import pytest
 
-    for kw in ({"score": "vibes"}, {"min_commit": 0}, {"max_commit": 1, "min_commit": 2}, {"temperature": -1}):
+    for kw in ({"score": "vibes"}, {"min_commit": 0}, {"max_commit": 1, "min_commit": 2}, {"temperature": -1},
+               {"remask": -0.1}, {"remask": 1.0}, {"remask_limit": -1}):
         with pytest.raises(ValueError):
             SamplerConfig(**kw)  # type: ignore[arg-type]
 
@@ -239,3 +240,65 @@ def test_spread_setting_values() -> None:
     for bad in ("false", -1, 9, 1.5):
         with pytest.raises(ValueError, match="spread"):
             SamplerConfig(spread=bad)  # type: ignore[arg-type]
+
+
+def test_remask_drafts_unit() -> None:
+    """Which committed slots go back to the mask: real tokens with budget left whose probability under the pass
+    is below the bar; never pads, masks or slots without budget; the budget is spent."""
+    from edit_engine.sampler import remask_drafts
+
+    pad, mask, v = 0, 1, 8
+    cfg = SamplerConfig(remask=0.3)
+    canvas = torch.tensor([[5, 6, 7, mask, pad]])
+    masked = canvas == mask
+    logits = torch.full((1, 5, v), -10.0)
+    logits[0, 0, 5] = 10.0  # slot 0: the model backs its token
+    logits[0, 1, 3] = 10.0  # slot 1: it wants another token -> remasked
+    logits[0, 2, 4] = 10.0  # slot 2: it wants another token, but no budget left
+    logits[0, 4, 2] = 10.0  # slot 4: a pad the model doubts: pads are never remasked
+    budget = torch.tensor([[1, 1, 0, 1, 1]])
+    bad = remask_drafts(logits, canvas, masked, budget, cfg, pad, mask)
+    assert bad.tolist() == [[False, True, False, False, False]]
+    assert canvas.tolist() == [[5, mask, 7, mask, pad]]
+    assert budget.tolist() == [[1, 0, 0, 1, 1]]
+
+
+@settings(max_examples=25, deadline=None)
+@given(p=CONTEXT, s=CONTEXT, init=st.sampled_from([1, 4, 8]), mx=st.sampled_from([8, 16, 24]),
+       floor=st.sampled_from([1, 3, 6]), limit=st.integers(1, 3), bar=st.sampled_from([0.01, 0.5, 0.99]),
+       spread=st.integers(0, 2))
+def test_remask_invariants(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer, p, s, init, mx, floor, limit, bar,
+                           spread) -> None:
+    """With remasking (the random tiny model doubts nearly everything it sees): the run ends with every slot
+    decided, one forward pass per pass; a slot goes back to the mask at most ``remask_limit`` times, pads never
+    do, so the length holds once decided; and the passes stay bounded."""
+    t = tiny_tokenizer
+    cfg = SamplerConfig(initial_canvas=init, max_tokens=mx, min_commit=floor, remask=bar, remask_limit=limit,
+                        spread=spread)
+    steps = _run(tiny_model, t, p, s, cfg)
+    assert steps[-1].final and steps[-1].masked == 0 and t.mask_id not in steps[-1].tokens.tolist()
+    assert [x.nfe for x in steps] == list(range(1, len(steps) + 1))
+    remasked = torch.zeros(mx, dtype=torch.long)
+    for a, b in zip(steps, steps[1:], strict=False):
+        n = len(a.tokens)
+        was, now = a.tokens, b.tokens[:n]
+        back = (was != t.mask_id) & (now == t.mask_id)
+        assert not bool((back & (was == t.pad_id)).any()), "a pad was remasked"
+        remasked[:n] += back.long()
+        changed = (was != t.mask_id) & (now != t.mask_id) & (was != now)
+        assert not bool(changed.any()), "a token was replaced without going back to the mask first"
+    assert int(remasked.max()) <= limit
+    assert len(steps) <= mx * (limit + 1) + 8  # every slot decided at most limit + 1 times, plus growth passes
+
+
+def test_remask_changes_a_run_and_off_is_the_old_sampler(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
+    """remask = 0 leaves the sampler as it was; a bar the random model's drafts fall under remasks them."""
+    t = tiny_tokenizer
+    base = SamplerConfig(initial_canvas=8, max_tokens=8, min_commit=2)
+    plain = [x.tokens.tolist() for x in _run(tiny_model, t, [5, 6, 9], [7], base)]
+    off = [x.tokens.tolist() for x in _run(tiny_model, t, [5, 6, 9], [7], base.with_(remask=0.0))]
+    on = _run(tiny_model, t, [5, 6, 9], [7], base.with_(remask=0.99))
+    assert plain == off
+    assert len(on) > len(plain)
+    assert any(bool(((x.tokens != t.mask_id) & (y.tokens[: len(x.tokens)] == t.mask_id)).any())
+               for x, y in zip(on, on[1:], strict=False)), "no draft went back to the mask"

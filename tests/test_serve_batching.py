@@ -221,3 +221,21 @@ def test_line_stop_in_the_scheduler_matches_the_engine(packaged_engine: Engine, 
         reasons.append(passes[-1].stop_reason)
         assert passes[-1].final and passes[-1].nfe <= 24
     assert "line" in reasons, reasons
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reqs=st.lists(st.tuples(CODE, CODE, st.integers(1, 24), st.integers(1, 8)), min_size=1, max_size=3))
+def test_remasking_in_the_scheduler_equals_the_engine(engine: Engine, reqs: list[tuple[str, str, int, int]]) -> None:
+    """Remasking (the sampler's self-correction) runs the same in the server's scheduler: its budget is kept per
+    job and grows with the canvas. (The random tiny model doubts its drafts, so slots do go back to the mask.)"""
+    kw = {"remask": 0.9, "min_commit": 2, "remask_limit": 2}
+    specs = [JobSpec(p, s, max_tokens=m, initial_canvas=c, overrides=kw) for p, s, m, c in reqs]
+    sched = Scheduler(engine, Metrics(), max_batch=1, max_queue=len(specs))
+    try:
+        got = asyncio.run(_run_all(sched, specs))
+    finally:
+        sched.close()
+    for (p, s, m, c), passes in zip(reqs, got, strict=True):
+        want = list(engine.stream(p, s, max_tokens=m, initial_canvas=c, **kw))
+        assert [(x.index, x.text, x.masked, x.final, x.nfe, x.stop_reason) for x in passes] == \
+               [(x.index, x.text, x.masked, x.final, x.nfe, x.stop_reason) for x in want]

@@ -39,6 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
                    "default: the model's sampler.json)")
     p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
+    p.add_argument("--remask", type=float, metavar="P",
+                   help="self-correction: remask committed tokens whose probability falls below P (models trained "
+                   "with --corrupt; 0 = off; default: the model's sampler.json)")
     fill = p.add_mutually_exclusive_group()
     fill.add_argument("--canonical", action="store_true", help="self-test: fill with the canonical solutions")
     fill.add_argument("--empty", action="store_true", help="floor: fill every hole with the empty string")
@@ -104,7 +107,8 @@ def _eval(a: argparse.Namespace) -> int:
         from ..sampler import set_overrides
 
         engine = Engine.load(a.model, threads=a.threads or None)
-        overrides = set_overrides(threshold=a.threshold, min_commit=a.min_commit, score=a.score, spread=a.spread)
+        overrides = set_overrides(threshold=a.threshold, min_commit=a.min_commit, score=a.score, spread=a.spread,
+                                  remask=a.remask)
         line_stop = not (a.no_line_stop or a.no_truncate)
         if a.document:
             filler = document_filler(engine, whole_lines=a.benchmark in ("humaneval-single", "humaneval-multi"),
@@ -114,7 +118,8 @@ def _eval(a: argparse.Namespace) -> int:
         else:
             filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
         eff = engine.sampler_for(overrides)  # the checkpoint's sampler.json with this command's overrides
-        sampler_used = {k: getattr(eff, k) for k in ("threshold", "score", "min_commit", "max_commit", "spread")}
+        sampler_used = {k: getattr(eff, k) for k in ("threshold", "score", "min_commit", "max_commit", "spread",
+                                                      "remask")}
         model_name = str(engine.path or "")
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
 

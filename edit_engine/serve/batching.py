@@ -43,7 +43,15 @@ import torch
 
 from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass
 from ..model import ContextCache
-from ..sampler import SamplerConfig, commit_pass, decide_length, grow_canvas, line_decided
+from ..sampler import (
+    SamplerConfig,
+    commit_pass,
+    decide_length,
+    grow_budget,
+    grow_canvas,
+    line_decided,
+    remask_budget,
+)
 from .metrics import Metrics
 
 
@@ -181,6 +189,7 @@ class _Active:
     admitted: float
     length_ban: torch.Tensor  # (1, c_r) bool: pads forbidden here by the length rule (sampler.decide_length)
     open_from: int | None  # slots from here await the length rule's decision (None: decided)
+    budget: torch.Tensor | None = None  # (1, c_r) remasks left per slot (sampler.remask_budget; None = off)
     index: int = 0
     nfe: int = 0
 
@@ -438,7 +447,8 @@ class Scheduler:
                 valid=cache.key_valid[r : r + 1, : cache.ctx_len], canvas_start=cache.canvas_start[r : r + 1],
                 canvas=canvas, masked=torch.ones_like(canvas, dtype=torch.bool), gen=gen, admitted=now,
                 length_ban=torch.zeros_like(canvas, dtype=torch.bool),
-                open_from=0 if j.cfg.pad_threshold > 0 else None))
+                open_from=0 if j.cfg.pad_threshold > 0 else None,
+                budget=remask_budget(torch.ones_like(canvas, dtype=torch.bool), j.cfg)))
 
     def _build(self) -> _Batch:
         """The batched cache of the active jobs: contexts left-aligned, padded to the longest."""
@@ -487,7 +497,8 @@ class Scheduler:
                 decide_length(row, a.canvas, a.masked, a.length_ban, a.open_from, a.job.cfg, tok.pad_id,
                               tok.mask_id)
                 a.open_from = None
-            commit_pass(row, a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen, a.length_ban)
+            commit_pass(row, a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen, a.length_ban,
+                        a.budget)
             a.nfe += 1
         # One host read for the whole batch, per row: masked count, whether a pad was committed, and whether the
         # first line is decided (the sampler's line stop, for rows that ask for it).
@@ -527,8 +538,10 @@ class Scheduler:
             if n_masked == 0:  # every slot holds a real token: grow the canvas (doubling), as the sampler does
                 if a.job.cfg.pad_threshold > 0:
                     a.open_from = a.size
-                a.canvas, a.masked, a.length_ban = grow_canvas(
-                    a.canvas, a.masked, a.length_ban, min(a.job.cfg.max_tokens, a.size * 2), tok.mask_id)
+                new = min(a.job.cfg.max_tokens, a.size * 2)
+                a.canvas, a.masked, a.length_ban = grow_canvas(a.canvas, a.masked, a.length_ban, new, tok.mask_id)
+                if a.budget is not None:
+                    a.budget = grow_budget(a.budget, new, a.job.cfg)
         if done or gone:
             for a in done:
                 self._retire(a, "done")

@@ -313,10 +313,11 @@ def _empty(B: int, T: int, pad_id: int) -> tuple[torch.Tensor, ...]:
 
 def collate(
     examples: list[Example], tok: Tokenizer, rng: random.Random, t_min: float = 0.05, max_canvas: int = MAX_HOLE,
-    canvas: int = 0,
+    canvas: int = 0, corrupt: float = 0.0,
 ) -> Batch:
     """Lay out examples and draw the diffusion time t ~ U(t_min, 1] per example (MDLM / LLaDA objective).
-    Canvas sizes are drawn from ``CANVAS_SIZES``, or all ``canvas`` slots when given (the pretraining spans)."""
+    Canvas sizes are drawn from ``CANVAS_SIZES``, or all ``canvas`` slots when given (the pretraining spans).
+    ``corrupt``: the share of visible canvas tokens replaced by wrong ones (``lay_canvas``)."""
     sizes = [canvas or canvas_size(rng, max_canvas) for _ in examples]
     pl = max(len(e.prefix) for e in examples)
     sl = max(len(e.suffix) for e in examples)
@@ -335,24 +336,66 @@ def collate(
         if e.suffix:
             tokens[r, pl : pl + len(e.suffix)] = torch.tensor(e.suffix)
             kind[r, pl : pl + len(e.suffix)] = SUFFIX
-        lay_canvas(tokens, kind, targets, weights, r, pl + sl, e.hole, c, tok, rng, t_min)
+        lay_canvas(tokens, kind, targets, weights, r, pl + sl, e.hole, c, tok, rng, t_min, corrupt)
         n_canvas += c
     return Batch(tokens, kind, targets, weights, ar, n_canvas)
 
 
 def lay_canvas(tokens: torch.Tensor, kind: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, r: int,
-               o: int, hole: list[int], c: int, tok: Tokenizer, rng: random.Random, t_min: float) -> None:
+               o: int, hole: list[int], c: int, tok: Tokenizer, rng: random.Random, t_min: float,
+               corrupt: float = 0.0) -> None:
     """Write one hole's c-slot canvas into row r at column o: draw t ~ U(t_min, 1], mask each slot with
-    probability t (at least one), and set the masked slots' targets with weight 1/t (MDLM / LLaDA)."""
+    probability t (at least one), and set the masked slots' targets with weight 1/t (MDLM / LLaDA).
+
+    ``corrupt`` > 0 (self-correction, ``TrainConfig.corrupt``): each visible real token is replaced by a wrong
+    one with this probability (``wrong_tokens``), and every visible real slot gets its true token as a target with
+    weight 1. The model then learns to doubt what the canvas shows: its probability of a committed token is a
+    verdict on it, which the sampler's remasking (``SamplerConfig.remask``) reads."""
     ct = torch.tensor(canvas_targets(hole, c, tok.pad_id))
     t = rng.uniform(t_min, 1.0)
     m = torch.rand(c) < t
     if not bool(m.any()):
         m[rng.randrange(c)] = True
     kind[r, o : o + c] = CANVAS
-    tokens[r, o : o + c] = torch.where(m, torch.full_like(ct, tok.mask_id), ct)
+    shown = torch.where(m, torch.full_like(ct, tok.mask_id), ct)
     targets[r, o : o + c] = torch.where(m, ct, torch.full_like(ct, -100))
     weights[r, o : o + c] = m.float() / t
+    if corrupt > 0:
+        vis = (~m) & (ct != tok.pad_id)
+        bad = vis & (torch.rand(c) < corrupt)
+        if bool(bad.any()):
+            idx = bad.nonzero().squeeze(1)
+            shown[idx] = wrong_tokens(ct, idx, tok, rng)
+        targets[r, o : o + c] = torch.where(vis, ct, targets[r, o : o + c])
+        weights[r, o : o + c] = torch.where(vis, torch.ones(c), weights[r, o : o + c])
+    tokens[r, o : o + c] = shown
+
+
+def wrong_tokens(ct: torch.Tensor, idx: torch.Tensor, tok: Tokenizer, rng: random.Random) -> torch.Tensor:
+    """Replacements for the canvas tokens ``ct[idx]``, each different from the original, drawn like the errors of
+    parallel decoding: a neighbour's token (the doubled word), another token of the same fill (a plausible
+    word in the wrong place), or any ordinary token of the vocabulary. Never a special token."""
+    real = [int(x) for x in ct if int(x) not in tok.special_ids]
+    c = len(ct)
+    out = []
+    for j in idx.tolist():
+        orig = int(ct[j])
+        cands: list[int] = []
+        mode = rng.randrange(3)
+        if mode == 0:
+            cands = [int(ct[k]) for k in (j - 1, j + 1) if 0 <= k < c]
+        elif mode == 1:
+            cands = real
+        cands = [x for x in cands if x != orig and x not in tok.special_ids]
+        if cands:
+            out.append(rng.choice(cands))
+            continue
+        while True:  # any ordinary token
+            x = rng.randrange(tok.vocab_size)
+            if x != orig and x not in tok.special_ids:
+                out.append(x)
+                break
+    return torch.tensor(out, dtype=torch.long)
 
 
 def collate_ar(examples: list[Example], tok: Tokenizer, max_middle: int = MAX_HOLE) -> Batch:

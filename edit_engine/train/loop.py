@@ -99,6 +99,11 @@ class TrainConfig:
     # canvas of the preset's largest training size, 128 for small and mid, pads only where the text runs out)
     # instead of editor-shaped holes, so each row carries several times the diffusion targets; then infill.
     pretrain_share: float = 0.0
+    # Self-correction (``data.lay_canvas``): this share of the visible canvas tokens of each training hole is
+    # replaced by wrong ones, and every visible slot is supervised with its true token, so the model's probability
+    # of a committed token judges it and the sampler can remask bad drafts (``SamplerConfig.remask``). 0 = off.
+    # Validation never corrupts, so runs with and without it compare on the same batches.
+    corrupt: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -116,6 +121,10 @@ class TrainConfig:
         if not 0.0 <= self.pretrain_share < 1.0:
             raise ValueError(f"pretrain_share (--pretrain-share) {self.pretrain_share}: give a share of the "
                              "schedule, 0 <= F < 1")
+        if not 0.0 <= self.corrupt < 1.0:
+            raise ValueError(f"corrupt (--corrupt) {self.corrupt}: give a share of the visible tokens, 0 <= F < 1")
+        if self.corrupt > 0 and self.objective == "ar":
+            raise ValueError("corrupt (--corrupt) is a diffusion canvas setting; the AR baseline has no canvas")
         if self.pretrain_share > 0 and self.objective == "ar":
             raise ValueError("pretrain_share (--pretrain-share) is a diffusion phase; the AR baseline has none")
 
@@ -132,8 +141,9 @@ class ExampleStream:
 
     def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
                  max_canvas: int = MAX_HOLE, per_file: int = 8, windows: bool = False,
-                 canvas_pos: int = 256, pretrain: bool = False) -> None:
+                 canvas_pos: int = 256, pretrain: bool = False, corrupt: float = 0.0) -> None:
         self.files = files
+        self.corrupt = corrupt  # share of visible canvas tokens corrupted (training streams only)
         self.pretrain = pretrain  # long spans on a full canvas (make_span_example) instead of holes
         self.windows = windows and cfg.holes_per_window > 1 and not pretrain
         if self.windows:  # the same holes per file read in both layouts (so as many files per batch of holes)
@@ -192,12 +202,13 @@ class ExampleStream:
     def batch(self, n: int) -> Batch:
         if self.windows:
             ws = [self.next_window() for _ in range(n)]
-            return collate_windows(ws, self.tok, self.rng, self.canvas_pos, max_canvas=self.max_canvas)
+            return collate_windows(ws, self.tok, self.rng, self.canvas_pos, max_canvas=self.max_canvas,
+                                   corrupt=self.corrupt)
         exs = [self.next() for _ in range(n)]
         if self.cfg.objective == "ar":
             return collate_ar(exs, self.tok)
         return collate(exs, self.tok, self.rng, max_canvas=self.max_canvas,
-                       canvas=self.max_canvas if self.pretrain else 0)
+                       canvas=self.max_canvas if self.pretrain else 0, corrupt=self.corrupt)
 
 
 class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
@@ -214,7 +225,8 @@ class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         torch.manual_seed(self.seed * 7919 + wid)  # collate draws its masks from torch's global generator
         torch.set_num_threads(1)
         stream = ExampleStream(self.files, self.tok, self.cfg, self.seed * 7919 + wid, self.max_canvas,
-                               windows=True, canvas_pos=self.canvas_pos, pretrain=self.pretrain)
+                               windows=True, canvas_pos=self.canvas_pos, pretrain=self.pretrain,
+                               corrupt=self.cfg.corrupt)
         while True:
             yield stream.batch(self.cfg.batch_size)
 
@@ -416,7 +428,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                 batch_size=None, num_workers=cfg.workers, prefetch_factor=4, persistent_workers=not pretrain)
             return iter(loader)
         stream = ExampleStream(train_files, tok, cfg, seed=seed, max_canvas=max_canvas, windows=True,
-                               canvas_pos=mcfg.max_canvas, pretrain=pretrain)
+                               canvas_pos=mcfg.max_canvas, pretrain=pretrain, corrupt=cfg.corrupt)
         return iter(lambda: stream.batch(cfg.batch_size), None)
 
     streams: dict[str, Iterator[Batch]] = {}  # by phase, made when the phase starts
