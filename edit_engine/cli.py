@@ -26,6 +26,17 @@ def spread_arg(text: str) -> int:
                                          f"expected an integer, got {text!r}") from None
 
 
+def remask_arg(text: str) -> float:
+    """``--remask P``: a probability, 0 <= P < 1 (0 = off), as ``SamplerConfig.remask`` takes it."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= v < 1.0:
+        raise argparse.ArgumentTypeError(f"give a probability, 0 <= P < 1 (0 = off); got {text}")
+    return v
+
+
 class UserError(Exception):
     """A problem with the user's input: printed as one line, exit code 2."""
 
@@ -56,7 +67,7 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
                    "default: the model's sampler.json)")
     p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
-    p.add_argument("--remask", type=float, metavar="P",
+    p.add_argument("--remask", type=remask_arg, metavar="P",
                    help="self-correction: remask committed tokens whose probability falls below P (models trained "
                    "with --corrupt; 0 = off; default: the model's sampler.json)")
     p.add_argument("--seed", type=int, default=0)

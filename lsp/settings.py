@@ -26,13 +26,15 @@ class Settings:
     threshold: float | None = None  # confidence to commit a token in parallel; None = the sampler's default
     min_commit: int | None = None  # tokens committed per pass at least; None = the model's sampler.json (or 1)
     spread: int | None = None  # no two floor picks within this many slots (0 = off); None = sampler.json
+    remask: float | None = None  # self-correction bar (SamplerConfig.remask; 0 = off); None = sampler.json
     stream_passes: bool = False  # send editEngine/pass notifications while denoising
 
     def overrides(self) -> dict[str, Any]:
         """Sampler overrides for ``Engine.stream_complete`` (only the ones that are set)."""
         from edit_engine.sampler import set_overrides
 
-        return set_overrides(threshold=self.threshold, min_commit=self.min_commit, spread=self.spread)
+        return set_overrides(threshold=self.threshold, min_commit=self.min_commit, spread=self.spread,
+                             remask=self.remask)
 
 
 # camelCase wire key -> (field name, validator). A validator returns the value or raises ValueError.
@@ -68,6 +70,14 @@ def _spread(v: Any) -> int | None:
     return None if v is None else spread_radius(v)
 
 
+def _remask(v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v < 1:
+        raise ValueError("expected a probability, 0 <= remask < 1 (0 = off)")
+    return float(v)
+
+
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
         raise ValueError("expected true or false")
@@ -80,6 +90,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "threshold": ("threshold", _threshold),
     "minCommit": ("min_commit", _max_tokens),
     "spread": ("spread", _spread),
+    "remask": ("remask", _remask),
     "streamPasses": ("stream_passes", _bool),
 }
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}

@@ -64,6 +64,12 @@ def test_spread_out_of_range_is_a_usage_error(value: str) -> None:
     assert p.returncode == 2 and "--spread" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("value", ["1", "-0.1", "x"])
+def test_remask_out_of_range_is_a_usage_error(value: str) -> None:
+    p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--remask", value)
+    assert p.returncode == 2 and "--remask" in p.stderr and "Traceback" not in p.stderr
+
+
 def test_spread_radius_is_accepted() -> None:
     p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--spread", "2", "--min-commit", "4", "--json")
     assert p.returncode == 0, p.stderr

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ..cli import UserError, _command, spread_arg
+from ..cli import UserError, _command, remask_arg, spread_arg
 from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
 
 
@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
                    "default: the model's sampler.json)")
     p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
-    p.add_argument("--remask", type=float, metavar="P",
+    p.add_argument("--remask", type=remask_arg, metavar="P",
                    help="self-correction: remask committed tokens whose probability falls below P (models trained "
                    "with --corrupt; 0 = off; default: the model's sampler.json)")
     fill = p.add_mutually_exclusive_group()

@@ -51,6 +51,7 @@ function settings(): Record<string, unknown> {
     threshold: c.get<number | null>("threshold", null),
     minCommit: c.get<number | null>("minCommit", null),
     spread: c.get<number | null>("spread", null),
+    remask: c.get<number | null>("remask", null),
     streamPasses: c.get<boolean>("streamPasses", true),
   };
 }
