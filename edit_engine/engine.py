@@ -65,7 +65,7 @@ class Pass:
 
     index: int  # 0-based
     text: str  # the whole span as it stands (committed tokens only)
-    masked: int  # undecided slots (masked, or not yet opened by growth); never rises within a repair round
+    masked: int  # undecided slots (masked, or not yet opened by growth); within a repair round it rises only by remasking
     final: bool
     nfe: int  # forward passes so far
     start: int = 0  # character offsets of the span in the document (complete/stream_complete)

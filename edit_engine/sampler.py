@@ -384,7 +384,7 @@ def denoise(
                 stop = "complete"
             elif size >= cfg.max_tokens:
                 stop = "length"
-        # Undecided slots: masked ones plus those the canvas may still grow into (so the count never rises).
+        # Undecided slots: masked ones plus those the canvas may still grow into (rises only by remasking).
         undecided = 0 if stop else n_masked + max(0, cfg.max_tokens - size)
         yield Step(index, canvas[0].clone(), undecided, nfe, bool(stop), stop)
         if stop:

@@ -31,6 +31,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--span", type=int, default=128, help="--window-span with --holes > 1")
     p.add_argument("--pretrain", action="store_true",
                    help="the pretraining phase's rows (--pretrain-share: long spans on a full 128-slot canvas)")
+    p.add_argument("--corrupt", type=float, default=0.0, metavar="F",
+                   help="self-correction rows (--corrupt F: wrong visible tokens, every visible slot supervised)")
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args(argv)
     from edit_engine.model import PRESETS, DiffusionLM
@@ -42,9 +44,9 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(1)
     tok = Tokenizer.from_file("edit_engine/models/default/tokenizer.json")
     files = [f for f in corpus.list_files() if f.split == "train"]
-    cfg = TrainConfig(out="-", preset="small", holes_per_window=a.holes, window_span=a.span)
+    cfg = TrainConfig(out="-", preset="small", holes_per_window=a.holes, window_span=a.span, corrupt=a.corrupt)
     stream = ExampleStream(files, tok, cfg, seed=1, max_canvas=MAX_HOLE, windows=True,
-                           canvas_pos=PRESETS["small"].max_canvas, pretrain=a.pretrain)
+                           canvas_pos=PRESETS["small"].max_canvas, pretrain=a.pretrain, corrupt=a.corrupt)
     t_data = time.perf_counter()
     batches = [stream.batch(a.rows) for _ in range(24)]
     t_data = (time.perf_counter() - t_data) / len(batches)
@@ -53,24 +55,27 @@ def main(argv: list[str]) -> int:
     if a.mode == "compile":
         model.forward = torch.compile(model.forward, dynamic=True)  # type: ignore[method-assign]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    tokens = slots = masked = real = 0
+    tokens = slots = masked = real = supervised = 0
     for i, b in enumerate(batches):
         if i == 4:
-            t0, tokens, slots, masked, real = time.perf_counter(), 0, 0, 0, 0
+            t0, tokens, slots, masked, real, supervised = time.perf_counter(), 0, 0, 0, 0, 0
         d, ar = losses(model, b, "cpu")
         opt.zero_grad()
         (d + 0.5 * ar).backward()
         opt.step()
         tokens += int((b.kind != 0).sum())
         slots += b.n_canvas
-        masked += int((b.targets != -100).sum())
-        real += int(((b.targets != -100) & (b.targets != tok.pad_id)).sum())  # masked slots that are not pads
+        on_mask = (b.targets != -100) & (b.tokens == tok.mask_id)  # masked slots (--corrupt also supervises others)
+        masked += int(on_mask.sum())
+        real += int((on_mask & (b.targets != tok.pad_id)).sum())  # masked slots that are not pads
+        supervised += int((b.targets != -100).sum())
     dt = time.perf_counter() - t0
     steps = len(batches) - 4
     row = {"mode": a.mode, "holes": a.holes, "rows": a.rows, "pretrain": a.pretrain, "tokens_per_s": tokens / dt,
            "s_per_step": dt / steps, "canvas_slots_per_s": slots / dt, "masked_slots_per_s": masked / dt,
-           "masked_token_slots_per_s": real / dt, "s_per_batch_built": t_data, "tokens_per_row": tokens / steps / a.rows}
-    what = "pretrain spans" if a.pretrain else f"holes={a.holes}"
+           "masked_token_slots_per_s": real / dt, "corrupt": a.corrupt,
+           "supervised_slots_per_s": supervised / dt, "s_per_batch_built": t_data, "tokens_per_row": tokens / steps / a.rows}
+    what = ("pretrain spans" if a.pretrain else f"holes={a.holes}") + (f" corrupt={a.corrupt}" if a.corrupt else "")
     print(f"{a.mode} {what} rows={a.rows}: {row['tokens_per_s']:,.0f} tokens/s, {row['s_per_step']:.3f} s/step, "
           f"{row['canvas_slots_per_s']:,.0f} canvas slots/s, {row['masked_slots_per_s']:,.0f} masked slots/s "
           f"({row['masked_token_slots_per_s']:,.0f} not pads), "

@@ -37,6 +37,9 @@ WIN=(); [ -n "${HOLES:-}" ] && WIN=(--holes-per-window "$HOLES" --window-span "$
 # PRETRAIN=F: diff_mid (the run from scratch) trains the first F of its minutes on long spans of running text
 # (train --pretrain-share F, docs/training.md); diff_small is warm-started and has no pretraining phase.
 PRE=(); [ -n "${PRETRAIN:-}" ] && PRE=(--pretrain-share "$PRETRAIN")
+# CORRUPT=F: both diffusion runs train with self-correction (train --corrupt F: wrong visible canvas tokens,
+# every visible slot supervised), so the sampler's remask can be swept on the checkpoints (README, "Self-correction").
+COR=(); [ -n "${CORRUPT:-}" ] && COR=(--corrupt "$CORRUPT")
 for r in $RUNS; do
   case $r in diff_mid|ar_mid|diff_small) ;; *) echo "RUNS: unknown run '$r' (diff_mid, ar_mid, diff_small)"; exit 2;; esac
 done
@@ -83,9 +86,9 @@ KB=(); [ "$DEVICE" = cpu ] && KB=(--smoke)
 ( EDIT_ENGINE_KERNELS=auto timeout 240 python3 -m kernels.bench "${KB[@]}" --json "$RES/kernels_bench.json" \
   > "$RES/kernels_bench.txt" 2>&1; note "kernels.bench exit $?" ) &
 has() { [[ " $RUNS " == *" $1 "* ]]; }
-has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" "${WIN[@]}" "${PRE[@]}" &
+has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" "${WIN[@]}" "${PRE[@]}" "${COR[@]}" &
 has ar_mid && run ar_mid --preset mid --tokenizer "$TOK" --objective ar --workers "${W:-5}" &
-has diff_small && run diff_small --preset small --workers "${W:-4}" --init edit_engine/models/default "${WIN[@]}" &
+has diff_small && run diff_small --preset small --workers "${W:-4}" --init edit_engine/models/default "${WIN[@]}" "${COR[@]}" &
 wait
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv >> "$RES/machine.txt" 2>&1
 

@@ -524,7 +524,7 @@ class Scheduler:
                 continue
             try:
                 # Undecided slots, as the engine's sampler counts them: masked ones plus those the canvas may
-                # still grow into (so the count never rises).
+                # still grow into (so the count rises only by remasking).
                 self._emit(a, 0 if stop else int(n_masked) + max(0, a.job.cfg.max_tokens - a.size), stop)
             except Exception as e:  # a request's text transform failed: that request fails, not the batch
                 gone.append(a)
@@ -557,6 +557,9 @@ class Scheduler:
         stable = None
         if a.job.spec.stable:
             cut = ids.index(tok.mask_id) if tok.mask_id in ids else len(ids)
+            if a.budget is not None and not stop:  # remasking may still take back a slot with budget left
+                left = (a.budget[0] > 0).nonzero()
+                cut = min(cut, int(left[0]) if len(left) else cut)
             stable = tok.decode(ids[:cut]).rstrip("\ufffd")  # an unfinished UTF-8 sequence is not stable yet
         spec = a.job.spec
         if spec.single_line:
