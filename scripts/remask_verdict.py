@@ -8,8 +8,8 @@ exactly this with its bar). A token's verdict is that probability in the first p
 judged token is right when it equals the true hole's token at the same slot. Reports the AUC of the verdict
 (the chance a right token gets a higher probability than a wrong one; 0.5 = no judgement) and, for several
 bars, the share of wrong and of right tokens below it (what remasking at that bar would send back). Prints a
-table and the JSON object (``--json FILE`` writes it). The reading wraps ``sampler.remask_drafts`` from outside
-with a bar of 0, so nothing is remasked and the fills are those of the plain sampler.
+table and the JSON object (``--json FILE`` writes it). The reading replaces ``sampler.remask_drafts`` from outside
+with one that only reads, so nothing is remasked and the fills are those of the plain sampler.
 """
 
 from __future__ import annotations
@@ -76,13 +76,13 @@ def main(argv: list[str] | None = None) -> int:
             state["seen"].add(j)
             ok = j < len(truth) and int(c[j]) == truth[j]
             (right if ok else wrong).append(float(prob[j]))
-        return real(logits, canvas, masked, budget, cfg, pad_id, mask_id)
+        return torch.zeros_like(masked)  # nothing goes back: the fills are the plain sampler's
 
     sampler.remask_drafts = judged
     try:
         for pre, suf, line, *_ in cases:
             state["truth"], state["seen"] = tok.encode(line), set()
-            # remask must be > 0 for the sampler to call remask_drafts; this bar never sends anything back
+            # remask > 0 makes the sampler call remask_drafts (the wrapper above, which sends nothing back)
             eng.infill(pre, suf, max_tokens=64, min_commit=a.floor, spread=a.spread, line_stop=True,
                        remask=1e-12)
     finally:

@@ -10,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import floor_share  # noqa: E402
+import remask_verdict  # noqa: E402
 import sweep_commit  # noqa: E402
 
 
@@ -49,3 +50,34 @@ def test_floor_share_counts_who_commits(tiny_checkpoint: Path, tmp_path: Path) -
     assert kernels.commit_from_stats is before
     assert out["1.0"]["by_floor"] > 0 and out["1.0"]["by_threshold"] == 0 and out["1.0"]["floor_share"] == 1.0
     assert out["0.0"]["by_floor"] == 0
+
+
+def test_verdict_auc() -> None:
+    """scripts/remask_verdict.py's AUC: 1 when every right draft scores above every wrong one, 0 the other way,
+    0.5 for ties, None without both kinds."""
+    assert remask_verdict.auc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert remask_verdict.auc([0.1], [0.9, 0.8]) == 0.0
+    assert remask_verdict.auc([0.5, 0.5], [0.5]) == 0.5
+    assert remask_verdict.auc([0.3, 0.7], [0.5]) == 0.5
+    assert remask_verdict.auc([], [0.5]) is None
+
+
+def test_verdict_reads_drafts_without_changing_fills(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """scripts/remask_verdict.py judges every committed draft once, sends nothing back (the fills are the plain
+    sampler's: as many passes as without it), and restores the sampler afterwards."""
+    import json
+
+    from edit_engine import Engine, sampler
+
+    before = sampler.remask_drafts
+    assert remask_verdict.main(["--model", str(tiny_checkpoint), "--holes", "lines", "--n", "3", "--floor", "2",
+                                "--json", str(tmp_path / "v.json")]) == 0
+    assert sampler.remask_drafts is before
+    out = json.loads((tmp_path / "v.json").read_text())
+    assert out["judged"] > 0 and set(out["below"]) == {str(b) for b in remask_verdict.BARS}
+    eng = Engine.load(str(tiny_checkpoint))
+    cases = sweep_commit.holes(3)
+    for pre, suf, *_ in cases:  # remask with a bar of 1e-12 changes nothing against remasking off
+        a = eng.infill(pre, suf, max_tokens=64, min_commit=2, spread=1, line_stop=True, remask=1e-12)
+        b = eng.infill(pre, suf, max_tokens=64, min_commit=2, spread=1, line_stop=True)
+        assert (a.text, a.nfe) == (b.text, b.nfe)
