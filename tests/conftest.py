@@ -46,6 +46,25 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_model: Diffus
     return d
 
 
+@pytest.fixture()
+def tiny_train_argv(tmp_path: Path, tiny_tokenizer: Tokenizer) -> list[str]:
+    """``edit-engine train`` arguments for a tiny run (``--out tmp_path/run``) on a four-file corpus with one
+    validation file, with the tiny tokenizer; tests add ``--steps`` and what they test."""
+    from edit_engine.train import corpus
+
+    corpus_dir = tmp_path / "corpus"
+    corpus_dir.mkdir()
+    names = [f"part{k}.py" for k in range(10_000)]
+    val = [n for n in names if corpus.CorpusFile(Path(n), n, 0, "").split == "val"][:1]
+    train = [n for n in names if n not in val][:3]
+    for name, m in zip(val + train, (random, json.decoder, json.encoder, inspect), strict=True):
+        (corpus_dir / name).write_text(inspect.getsource(m)[:20_000])
+    tiny_tokenizer.save(tmp_path / "tokenizer.json")
+    return ["train", "--out", str(tmp_path / "run"), "--corpus", str(corpus_dir), "--preset", "tiny",
+            "--batch-size", "2", "--train-prefix", "48", "--train-suffix", "24", "--threads", "1",
+            "--warmup-steps", "2", "--tokenizer", str(tmp_path / "tokenizer.json")]
+
+
 @pytest.fixture(scope="session")
 def packaged_engine() -> Engine:
     return Engine.load()

@@ -3,7 +3,6 @@ visible slot is supervised, while validation batches stay clean so runs compare 
 
 from __future__ import annotations
 
-import inspect
 import json
 import random
 from pathlib import Path
@@ -16,7 +15,7 @@ from hypothesis import strategies as st
 from edit_engine.cli import main
 from edit_engine.model import CANVAS
 from edit_engine.tokenizer import Tokenizer
-from edit_engine.train import corpus, data, loop
+from edit_engine.train import data, loop
 
 
 def _lay(tok: Tokenizer, hole: list[int], c: int, corrupt: float, seed: int) -> tuple[torch.Tensor, ...]:
@@ -75,7 +74,7 @@ def test_corruption_rate_and_kinds(tiny_tokenizer: Tokenizer) -> None:
     assert doubled > shown_wrong * 0.2
 
 
-def test_corrupt_trains_and_validation_stays_clean(tmp_path: Path, tiny_tokenizer: Tokenizer,
+def test_corrupt_trains_and_validation_stays_clean(tmp_path: Path, tiny_train_argv: list[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """``--corrupt 0.3 --steps 4``: training batches are laid with corruption, the 8 validation batches without;
     the record keeps the share, and bad values are refused with a clear error."""
@@ -92,19 +91,8 @@ def test_corrupt_trains_and_validation_stays_clean(tmp_path: Path, tiny_tokenize
 
     monkeypatch.setattr(loop, "collate", spy)
     monkeypatch.setattr(loop, "collate_windows", spy_windows)
-    corpus_dir = tmp_path / "corpus"
-    corpus_dir.mkdir()
-    names = [f"part{k}.py" for k in range(10_000)]
-    val = [n for n in names if corpus.CorpusFile(Path(n), n, 0, "").split == "val"][:1]
-    train = [n for n in names if n not in val][:3]
-    for name, m in zip(val + train, (random, json.decoder, json.encoder, inspect), strict=True):
-        (corpus_dir / name).write_text(inspect.getsource(m)[:20_000])
     out = tmp_path / "run"
-    tiny_tokenizer.save(tmp_path / "tokenizer.json")
-    argv = ["train", "--out", str(out), "--corpus", str(corpus_dir), "--preset", "tiny", "--batch-size", "2",
-            "--train-prefix", "48", "--train-suffix", "24", "--threads", "1", "--warmup-steps", "2",
-            "--steps", "4", "--corrupt", "0.3", "--tokenizer", str(tmp_path / "tokenizer.json")]
-    assert main(argv) == 0
+    assert main([*tiny_train_argv, "--steps", "4", "--corrupt", "0.3"]) == 0
     assert seen[:8] == [0.0] * 8 and seen[8:] == [0.3] * 4
     rec = json.loads((out / "checkpoint" / "training.json").read_text())
     assert rec["config"]["corrupt"] == 0.3

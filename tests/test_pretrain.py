@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from edit_engine.cli import main
 from edit_engine.model import CANVAS
 from edit_engine.tokenizer import Tokenizer
-from edit_engine.train import corpus, data, loop
+from edit_engine.train import data, loop
 
 _chars = st.sampled_from(list("abcxyz_019 ():=+-.,'\"#\t") + ["\n", "\n", "    ", "é", "中", "😀", "ß"])
 texts = st.lists(_chars, min_size=1, max_size=500).map("".join)
@@ -65,7 +65,7 @@ def test_span_examples_fill_the_canvas(tiny_tokenizer: Tokenizer) -> None:
     assert hole_pads > pads
 
 
-def test_pretrain_phase_then_infill(tmp_path: Path, tiny_tokenizer: Tokenizer,
+def test_pretrain_phase_then_infill(tmp_path: Path, tiny_train_argv: list[str],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """``--pretrain-share 0.5 --steps 20``: steps before the half-way point train on spans (full canvases),
     then on holes; the log says which, the record keeps the share, and bad values are refused."""
@@ -82,19 +82,8 @@ def test_pretrain_phase_then_infill(tmp_path: Path, tiny_tokenizer: Tokenizer,
     real, real_windows = loop.collate, loop.collate_windows
     monkeypatch.setattr(loop, "collate", spy)
     monkeypatch.setattr(loop, "collate_windows", spy_windows)
-    corpus_dir = tmp_path / "corpus"
-    corpus_dir.mkdir()
-    names = [f"part{k}.py" for k in range(10_000)]
-    val = [n for n in names if corpus.CorpusFile(Path(n), n, 0, "").split == "val"][:1]
-    train = [n for n in names if n not in val][:3]
-    for name, m in zip(val + train, (random, json.decoder, json.encoder, inspect), strict=True):
-        (corpus_dir / name).write_text(inspect.getsource(m)[:20_000])
     out = tmp_path / "run"
-    tiny_tokenizer.save(tmp_path / "tokenizer.json")
-    argv = ["train", "--out", str(out), "--corpus", str(corpus_dir), "--preset", "tiny", "--batch-size", "2",
-            "--train-prefix", "48", "--train-suffix", "24", "--threads", "1", "--warmup-steps", "2",
-            "--steps", "20", "--pretrain-share", "0.5", "--tokenizer", str(tmp_path / "tokenizer.json")]
-    assert main(argv) == 0
+    assert main([*tiny_train_argv, "--steps", "20", "--pretrain-share", "0.5"]) == 0
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     phases = {r["step"]: r["phase"] for r in rows if "phase" in r and not r.get("eval")}
     assert phases == {10: "pretrain", 20: "infill"}

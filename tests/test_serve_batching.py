@@ -37,21 +37,26 @@ async def _run_all(sched: Scheduler, specs: list[JobSpec]) -> list[list[JobPass]
     return list(await asyncio.wait_for(asyncio.gather(*(collect(j) for j in jobs)), 120))
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(reqs=st.lists(st.tuples(CODE, CODE, st.integers(1, 40), st.integers(1, 16)), min_size=1, max_size=4))
-def test_unbatched_scheduler_passes_equal_the_engine_alone(engine: Engine,
-                                                           reqs: list[tuple[str, str, int, int]]) -> None:
-    """max_batch = 1: the scheduler's loop (commit, growth, stop, counts) is the sampler's, exactly."""
-    specs = [JobSpec(p, s, max_tokens=m, initial_canvas=c) for p, s, m, c in reqs]
+def _unbatched_equals_engine(engine: Engine, reqs: list[tuple[str, str, int, int]], **kw: float) -> None:
+    """Each request through the scheduler at max_batch = 1 gives exactly the passes of ``engine.stream`` alone."""
+    specs = [JobSpec(p, s, max_tokens=m, initial_canvas=c, overrides=dict(kw)) for p, s, m, c in reqs]
     sched = Scheduler(engine, Metrics(), max_batch=1, max_queue=len(specs))
     try:
         got = asyncio.run(_run_all(sched, specs))
     finally:
         sched.close()
     for (p, s, m, c), passes in zip(reqs, got, strict=True):
-        want = list(engine.stream(p, s, max_tokens=m, initial_canvas=c))
+        want = list(engine.stream(p, s, max_tokens=m, initial_canvas=c, **kw))
         assert [(x.index, x.text, x.masked, x.final, x.nfe, x.stop_reason) for x in passes] == \
                [(x.index, x.text, x.masked, x.final, x.nfe, x.stop_reason) for x in want]
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reqs=st.lists(st.tuples(CODE, CODE, st.integers(1, 40), st.integers(1, 16)), min_size=1, max_size=4))
+def test_unbatched_scheduler_passes_equal_the_engine_alone(engine: Engine,
+                                                           reqs: list[tuple[str, str, int, int]]) -> None:
+    """max_batch = 1: the scheduler's loop (commit, growth, stop, counts) is the sampler's, exactly."""
+    _unbatched_equals_engine(engine, reqs)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -234,14 +239,4 @@ def test_line_stop_in_the_scheduler_matches_the_engine(packaged_engine: Engine, 
 def test_remasking_in_the_scheduler_equals_the_engine(engine: Engine, reqs: list[tuple[str, str, int, int]]) -> None:
     """Remasking (the sampler's self-correction) runs the same in the server's scheduler: its budget is kept per
     job and grows with the canvas. (The random tiny model doubts its drafts, so slots do go back to the mask.)"""
-    kw = {"remask": 0.9, "min_commit": 2, "remask_limit": 2}
-    specs = [JobSpec(p, s, max_tokens=m, initial_canvas=c, overrides=kw) for p, s, m, c in reqs]
-    sched = Scheduler(engine, Metrics(), max_batch=1, max_queue=len(specs))
-    try:
-        got = asyncio.run(_run_all(sched, specs))
-    finally:
-        sched.close()
-    for (p, s, m, c), passes in zip(reqs, got, strict=True):
-        want = list(engine.stream(p, s, max_tokens=m, initial_canvas=c, **kw))
-        assert [(x.index, x.text, x.masked, x.final, x.nfe, x.stop_reason) for x in passes] == \
-               [(x.index, x.text, x.masked, x.final, x.nfe, x.stop_reason) for x in want]
+    _unbatched_equals_engine(engine, reqs, remask=0.9, min_commit=2, remask_limit=2)
