@@ -375,15 +375,16 @@ def wrong_tokens(ct: torch.Tensor, idx: torch.Tensor, tok: Tokenizer, rng: rando
     """Replacements for the canvas tokens ``ct[idx]``, each different from the original, drawn like the errors of
     parallel decoding: a neighbour's token (the doubled word), another token of the same fill (a plausible
     word in the wrong place), or any ordinary token of the vocabulary. Never a special token."""
-    real = [int(x) for x in ct if int(x) not in tok.special_ids]
-    c = len(ct)
+    vals = ct.tolist()
+    real = [x for x in vals if x not in tok.special_ids]
+    c = len(vals)
     out = []
     for j in idx.tolist():
-        orig = int(ct[j])
+        orig = vals[j]
         cands: list[int] = []
         mode = rng.randrange(3)
         if mode == 0:
-            cands = [int(ct[k]) for k in (j - 1, j + 1) if 0 <= k < c]
+            cands = [vals[k] for k in (j - 1, j + 1) if 0 <= k < c]
         elif mode == 1:
             cands = real
         cands = [x for x in cands if x != orig and x not in tok.special_ids]
