@@ -142,7 +142,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--lr", type=float, default=1.5e-3)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, or CPUs with native bf16)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast: on CUDA, and on CPUs with AMX (lscpu: amx_bf16), "
+                   "where with --compile it trains 2.9x faster; slower than fp32 elsewhere")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from OUT/resume.pt")
     p.add_argument("--init", default="", help="start from this checkpoint's weights and tokenizer (e.g. the "
@@ -152,7 +153,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--workers", type=int, default=0, help="data-loader processes (0 = in the training process)")
     p.add_argument("--tokenizer", default="", help="reuse this tokenizer.json (default: train one on the corpus)")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the training forward (1.1-1.2x on this CPU; about 40 s to compile)")
+                   help="torch.compile the training forward (1.1-1.2x in fp32; 1.9x with --bf16 on an AMX CPU; "
+                        "about 40-70 s to compile)")
     p.add_argument("--vocab-size", type=int, default=0,
                    help="tokenizer and model vocabulary (default: the preset's, 8192 for small and mid)")
     p.add_argument("--train-prefix", type=int, default=256, help="prefix tokens per training example")
