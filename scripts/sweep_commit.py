@@ -159,12 +159,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--remask", type=float, default=0.0, metavar="P",
                     help="every row with remasking below P (SamplerConfig.remask; models trained with --corrupt)")
     ap.add_argument("--floors", help="only the default policy (confidence, 0.9) at these floors, e.g. 1,2,4")
+    ap.add_argument("--pad-thresholds", metavar="T,T",
+                    help="with --floors: each floor at these length-rule thresholds (default 0.5), e.g. 0.3,0.5,0.7")
     a = ap.parse_args(argv)
     floors = {int(x) for x in a.floors.split(",")} if a.floors else None
     if floors is not None:
         known = {f for sc, thr, pthr, f in POLICIES if (sc, thr, pthr) == ("confidence", 0.9, 0.5)}
         if floors - known:
             ap.error(f"--floors: no policy row for {sorted(floors - known)} (rows have {sorted(known)})")
+    pads = [float(x) for x in a.pad_thresholds.split(",")] if a.pad_thresholds else [0.5]
+    if a.pad_thresholds and floors is None:
+        ap.error("--pad-thresholds needs --floors")
+    if not all(0.0 < p < 1.0 for p in pads):
+        ap.error("--pad-thresholds: each in (0, 1)")
+    policies = POLICIES if floors is None else [("confidence", 0.9, p, f) for f in sorted(floors) for p in pads]
     from edit_engine import Engine
     from edit_engine.eval.harness import has_code
 
@@ -176,10 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     print(f"{'score':<11}{'threshold':>10}{'pad thr':>8}{'floor':>6}{'exact':>8}{'prefix acc':>12}{'nfe/token':>11}{'ms/fill':>9}"
           f"{'empty':>7}{'parse':>7}{'code':>7}", flush=True)
-    for score, thr, pthr, floor in POLICIES:
+    for score, thr, pthr, floor in policies:
         if a.only_floors and floor == 1:
-            continue
-        if floors is not None and not (score == "confidence" and thr == 0.9 and pthr == 0.5 and floor in floors):
             continue
         exact = acc = 0.0
         nfe = toks = 0

@@ -81,3 +81,20 @@ def test_verdict_reads_drafts_without_changing_fills(tiny_checkpoint: Path, tmp_
         a = eng.infill(pre, suf, max_tokens=64, min_commit=2, spread=1, line_stop=True, remask=1e-12)
         b = eng.infill(pre, suf, max_tokens=64, min_commit=2, spread=1, line_stop=True)
         assert (a.text, a.nfe) == (b.text, b.nfe)
+
+
+def test_sweep_runs_each_floor_at_each_pad_threshold(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """``--pad-thresholds`` crosses the floors with the length rule's thresholds, one row each, in order; it is
+    refused without ``--floors`` and outside (0, 1)."""
+    import json
+
+    import pytest
+
+    out = tmp_path / "s.json"
+    assert sweep_commit.main(["--model", str(tiny_checkpoint), "--n", "2", "--floors", "1,2",
+                              "--pad-thresholds", "0.3,0.7", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["min_commit"], r["pad_threshold"]) for r in rows] == [(1, 0.3), (1, 0.7), (2, 0.3), (2, 0.7)]
+    for bad in (["--pad-thresholds", "0.5"], ["--floors", "2", "--pad-thresholds", "1.5"]):
+        with pytest.raises(SystemExit):
+            sweep_commit.main(["--model", str(tiny_checkpoint), "--n", "2", *bad])
