@@ -463,7 +463,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     budget_s = cfg.minutes * 60 if cfg.minutes > 0 else float("inf")
     sched_s = (cfg.schedule_minutes or cfg.minutes) * 60
     start_step = step
-    t0 = time.time()
+    t0, tokens0 = time.time(), tokens_seen  # this run's start (a resume or warm start carries earlier totals)
     last_save = last_eval = t0
     model.train()
     record_base = {
@@ -520,7 +520,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         tokens_seen += int((b.kind != 0).sum())
         el = elapsed_prev + time.time() - t0
         if step % 10 == 0:
-            tps = (tokens_seen) / max(el, 1e-9)
+            tps = (tokens_seen - tokens0) / max(time.time() - t0, 1e-9)  # this run's rate, compile included
             print(f"\rstep {step} loss {float(diff.detach()):.3f} ar {float(ar.detach()):.3f} gn {float(gn):.2f} lr {lr:.2e} "
                   f"{tps:,.0f} tok/s {el / 60:.1f} min", end="", file=sys.stderr, flush=True)
             _log(out, {"step": step, "diff": float(diff.detach()), "ar": float(ar.detach()), "lr": lr, "tokens": tokens_seen,
