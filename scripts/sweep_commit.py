@@ -159,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--remask", type=float, default=0.0, metavar="P",
                     help="every row with remasking below P (SamplerConfig.remask; models trained with --corrupt)")
     ap.add_argument("--floors", help="only the default policy (confidence, 0.9) at these floors, e.g. 1,2,4")
+    ap.add_argument("--document", action="store_true",
+                    help="the editor's path: Engine.complete on the hole's document, the cursor on an empty line of "
+                         "its own (planner, post-processing, parse check and repair), as eval --document does")
+    ap.add_argument("--no-repair", action="store_true", help="with --document: no repair rounds")
     ap.add_argument("--pad-thresholds", metavar="T,T",
                     help="with --floors: each floor at these length-rule thresholds (default 0.5), e.g. 0.3,0.5,0.7")
     a = ap.parse_args(argv)
@@ -174,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--pad-thresholds: each in (0, 1)")
     policies = POLICIES if floors is None else [("confidence", 0.9, p, f) for f in sorted(floors) for p in pads]
     from edit_engine import Engine
-    from edit_engine.eval.harness import has_code
+    from edit_engine.eval.benchmarks import Task
+    from edit_engine.eval.harness import document_filler, has_code
 
     eng = Engine.load(a.model, threads=a.threads)
     cases = holes(a.n) if a.holes == "lines" else function_holes(a.n)
@@ -191,19 +196,29 @@ def main(argv: list[str] | None = None) -> int:
         nfe = toks = 0
         empty = parsed = code_parsed = 0
         ms: list[float] = []
+        kw = dict(score=score, threshold=thr, pad_threshold=pthr, min_commit=floor, spread=a.spread,
+                  remask=a.remask)
+        doc_fill = (document_filler(eng, whole_lines=True, line_stop=not a.no_line_stop, repair=not a.no_repair,
+                                    **kw) if a.document else None)
         for (pre, suf, line, whole_pre, whole_suf), check in zip(cases, parse_ok_files, strict=True):
             t = time.perf_counter()
-            r = eng.infill(pre, suf, max_tokens=64, score=score, threshold=thr, pad_threshold=pthr,
-                          min_commit=floor, line_stop=not a.no_line_stop, spread=a.spread,
-                          initial_canvas=a.initial_canvas, remask=a.remask)
+            if doc_fill is not None:  # the completion is what the edit puts between prefix and suffix
+                d = doc_fill(Task("held-out", "python", pre, suf, line, single_line=True))
+                text, r_nfe, r_tokens = d.text, d.nfe, d.tokens
+                fill = text if text.endswith("\n") or not text else text + "\n"
+            else:
+                r = eng.infill(pre, suf, max_tokens=64, line_stop=not a.no_line_stop,
+                               initial_canvas=a.initial_canvas, **kw)
+                text, r_nfe, r_tokens = r.text, r.nfe, r.tokens
+                fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
+            whole = whole_pre + fill + whole_suf
             ms.append((time.perf_counter() - t) * 1000)
-            fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
             exact += fill == line
             acc += prefix_match(fill, line)
-            nfe += r.nfe
-            toks += r.tokens
-            empty += not r.text.strip()
-            ok = check and parses(whole_pre + fill + whole_suf)
+            nfe += r_nfe
+            toks += r_tokens
+            empty += not text.strip()
+            ok = check and parses(whole)
             parsed += ok
             code_parsed += ok and has_code(fill)
         n = len(cases)
@@ -215,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
               f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}{row['code_parse_ok']:>7.2f}",
               flush=True)
-    res = {"model": str(eng.path), "holes": a.holes, "initial_canvas": a.initial_canvas, "spread": a.spread, "remask": a.remask, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
+    res = {"model": str(eng.path), "holes": a.holes, "document": a.document, "repair": not a.no_repair, "initial_canvas": a.initial_canvas, "spread": a.spread, "remask": a.remask, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
            "command": " ".join(sys.argv)}
     if a.json:
         with open(a.json, "w") as f:

@@ -98,3 +98,17 @@ def test_sweep_runs_each_floor_at_each_pad_threshold(tiny_checkpoint: Path, tmp_
     for bad in (["--pad-thresholds", "0.5"], ["--floors", "2", "--pad-thresholds", "1.5"]):
         with pytest.raises(SystemExit):
             sweep_commit.main(["--model", str(tiny_checkpoint), "--n", "2", *bad])
+
+
+def test_sweep_document_mode_scores_the_editors_completion(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """``--document`` fills each held-out hole through ``Engine.complete`` (the editor's path) and records it;
+    every fill is counted once."""
+    import json
+
+    out = tmp_path / "d.json"
+    assert sweep_commit.main(["--model", str(tiny_checkpoint), "--n", "3", "--floors", "2", "--document",
+                              "--no-repair", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["document"] is True and res["repair"] is False
+    (row,) = res["rows"]
+    assert row["n"] == 3 and 0.0 <= row["parse_ok"] <= 1.0 and row["nfe_per_token"] >= 0.0
