@@ -1,7 +1,12 @@
 """The commit policy's speed-quality curve, measured on held-out code (never on the benchmarks).
 
     python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions] [--floors 1,4] [--spread R]
-                                   [--initial-canvas N] [--json OUT]
+                                   [--pad-thresholds 0.3,0.5] [--document [--no-repair]] [--initial-canvas N]
+                                   [--json OUT]
+
+``--document`` fills each hole through the editor's path (``Engine.complete``: planner, post-processing, the
+parse check and its repair rounds, the cursor on an empty line of its own), as ``edit-engine eval --document``
+does on the benchmarks.
 
 Holes: single lines (with their newline, as HumanEval single-line cuts them) from the corpus's validation split
 (``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
