@@ -9,6 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
+import compare_fills  # noqa: E402
 import floor_share  # noqa: E402
 import remask_verdict  # noqa: E402
 import sweep_commit  # noqa: E402
@@ -112,3 +113,25 @@ def test_sweep_document_mode_scores_the_editors_completion(tiny_checkpoint: Path
     assert res["document"] is True and res["repair"] is False
     (row,) = res["rows"]
     assert row["n"] == 3 and 0.0 <= row["parse_ok"] <= 1.0 and row["nfe_per_token"] >= 0.0
+
+
+def test_compare_fills_counts_code_parsing_fills_and_their_first_words(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """scripts/compare_fills.py: code parse needs a parsing fill with code (a comment does not count); tasks
+    must match."""
+    import json
+
+    import pytest
+
+    def write(name: str, rows: list[tuple[str, str, bool]]) -> str:
+        p = tmp_path / name
+        p.write_text("".join(json.dumps({"task_id": t, "completion": c, "parse_ok": ok}) + "\n" for t, c, ok in rows))
+        return str(p)
+
+    a = write("a.jsonl", [("1", "x = 1\n", True), ("2", "# note\n", True), ("3", "return y\n", True)])
+    b = write("b.jsonl", [("1", "return 2\n", True), ("2", "y = (\n", False), ("3", "return z\n", True)])
+    assert compare_fills.main([a, b]) == 0
+    out = capsys.readouterr().out
+    assert "A 2, B 2 of 3; both 2, only A 0, only B 0" in out
+    assert "'x' 1" in out and "'return' 2" in out
+    with pytest.raises(SystemExit):
+        compare_fills.main([a, write("c.jsonl", [("9", "", False)] * 3)])
