@@ -176,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         known = {f for sc, thr, pthr, f in POLICIES if (sc, thr, pthr) == ("confidence", 0.9, 0.5)}
         if floors - known:
             ap.error(f"--floors: no policy row for {sorted(floors - known)} (rows have {sorted(known)})")
+    if a.no_repair and not a.document:
+        ap.error("--no-repair needs --document")
+    if a.document and a.initial_canvas != 16:
+        ap.error("--initial-canvas does not apply to --document (the planner sizes the canvas)")
     pads = [float(x) for x in a.pad_thresholds.split(",")] if a.pad_thresholds else [0.5]
     if a.pad_thresholds and floors is None:
         ap.error("--pad-thresholds needs --floors")

@@ -86,7 +86,8 @@ def test_verdict_reads_drafts_without_changing_fills(tiny_checkpoint: Path, tmp_
 
 def test_sweep_runs_each_floor_at_each_pad_threshold(tiny_checkpoint: Path, tmp_path: Path) -> None:
     """``--pad-thresholds`` crosses the floors with the length rule's thresholds, one row each, in order; it is
-    refused without ``--floors`` and outside (0, 1)."""
+    refused without ``--floors`` and outside (0, 1), as are ``--no-repair`` without ``--document`` and
+    ``--initial-canvas`` with it."""
     import json
 
     import pytest
@@ -96,7 +97,8 @@ def test_sweep_runs_each_floor_at_each_pad_threshold(tiny_checkpoint: Path, tmp_
                               "--pad-thresholds", "0.3,0.7", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["min_commit"], r["pad_threshold"]) for r in rows] == [(1, 0.3), (1, 0.7), (2, 0.3), (2, 0.7)]
-    for bad in (["--pad-thresholds", "0.5"], ["--floors", "2", "--pad-thresholds", "1.5"]):
+    for bad in (["--pad-thresholds", "0.5"], ["--floors", "2", "--pad-thresholds", "1.5"], ["--no-repair"],
+                ["--document", "--initial-canvas", "8"]):
         with pytest.raises(SystemExit):
             sweep_commit.main(["--model", str(tiny_checkpoint), "--n", "2", *bad])
 
