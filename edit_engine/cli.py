@@ -133,6 +133,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("train", help="train a model (masked diffusion on infill-shaped examples)")
     p.add_argument("--out", required=True, help="output directory (resume state, checkpoint/, log.jsonl)")
     p.add_argument("--corpus", nargs="*", default=[], help="source roots (default: stdlib + site-packages)")
+    p.add_argument("--extra-corpus", nargs="*", default=[], metavar="DIR",
+                   help="extra source roots sampled at --extra-share of the training draws (e.g. the folder "
+                        "scripts/algorithm_corpus.sh makes); never validated on")
+    p.add_argument("--extra-share", type=float, default=0.0, metavar="F",
+                   help="share (0-1) of training draws from --extra-corpus (default 0)")
     p.add_argument("--preset", default="small", help="model preset: tiny, small, mid, base, large")
     p.add_argument("--minutes", type=float, default=0.0, help="wall-clock budget of this run")
     p.add_argument("--steps", type=int, default=0, help="optimizer steps of this run")
@@ -184,7 +189,8 @@ def _train(a: argparse.Namespace) -> int:
     if a.vocab_size and not 260 <= a.vocab_size <= 262_144:
         raise UserError(f"--vocab-size {a.vocab_size}: give 260 to 262144 (256 bytes and the special tokens at least)")
     try:  # TrainConfig checks the combinations (holes per row, pretraining share, objective) in one place
-        cfg = TrainConfig(out=a.out, preset=a.preset, corpus=tuple(a.corpus), minutes=a.minutes, steps=a.steps,
+        cfg = TrainConfig(out=a.out, preset=a.preset, corpus=tuple(a.corpus),
+                          extra_corpus=tuple(a.extra_corpus), extra_share=a.extra_share, minutes=a.minutes, steps=a.steps,
                           schedule_minutes=a.schedule_minutes, batch_size=a.batch_size, lr=a.lr, threads=a.threads,
                           device=a.device, autocast_bf16=a.bf16, seed=a.seed, objective=a.objective,
                           workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,

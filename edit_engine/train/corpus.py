@@ -42,6 +42,7 @@ class CorpusFile:
     rel: str  # path relative to its root (what the split hashes)
     size: int
     group: str  # top-level package or stdlib module, for balancing
+    extra: bool = False  # from an extra root (``TrainConfig.extra_corpus``): sampled at its own fixed share
 
     @property
     def split(self) -> str:
@@ -49,7 +50,8 @@ class CorpusFile:
         return "val" if h % 100 < VAL_PERCENT else "train"
 
 
-def list_files(roots: list[Path] | None = None) -> list[CorpusFile]:
+def list_files(roots: list[Path] | None = None, extra: bool = False) -> list[CorpusFile]:
+    """Every corpus file under ``roots`` (default: ``default_roots``); ``extra`` marks them as an extra corpus."""
     out: list[CorpusFile] = []
     for root in roots or default_roots():
         root = root.resolve()
@@ -77,7 +79,7 @@ def list_files(roots: list[Path] | None = None) -> list[CorpusFile]:
                     group = parts[0] if len(parts) > 1 else "site-packages"
                 else:
                     group = parts[1] if parts[0] == "site-packages" and len(parts) > 1 else "stdlib"
-                out.append(CorpusFile(p, rel, size, group))
+                out.append(CorpusFile(p, rel, size, group, extra))
     return out
 
 
@@ -97,6 +99,19 @@ def sampling_weights(files: list[CorpusFile], max_group_share: float = 0.12) -> 
     cap = max_group_share * total
     scale = {g: min(1.0, cap / s) for g, s in by_group.items()}
     return [f.size * scale[f.group] for f in files]
+
+
+def mixed_weights(files: list[CorpusFile], extra_share: float = 0.0) -> list[float]:
+    """Per-file sampling weights: the ordinary files by ``sampling_weights``; when ``extra_share`` > 0 and
+    there are extra files, those (weighted by size, no group cap) take ``extra_share`` of the total."""
+    base = [f for f in files if not f.extra]
+    bw = dict(zip(map(id, base), sampling_weights(base), strict=True))
+    extra_total = sum(f.size for f in files if f.extra)
+    base_total = sum(bw.values())
+    if extra_share <= 0 or extra_total <= 0 or base_total <= 0:
+        return [0.0 if f.extra else bw[id(f)] for f in files] if base_total > 0 else [float(f.size) for f in files]
+    k = extra_share / (1 - extra_share) * base_total / extra_total  # extra weight / size, so it has the share
+    return [f.size * k if f.extra else bw[id(f)] for f in files]
 
 
 def manifest_digest(files: list[CorpusFile]) -> str:

@@ -58,6 +58,11 @@ class TrainConfig:
     out: str  # output directory: resume state, checkpoint, log
     preset: str = "small"  # model preset (edit_engine.model.PRESETS)
     corpus: tuple[str, ...] = ()  # source roots; empty = the standard library + site-packages
+    # Extra source roots sampled at a fixed share of the training files (``corpus.mixed_weights``), e.g. the
+    # small-function corpus of ``scripts/algorithm_corpus.sh``. Their held-out files are never trained on and
+    # never validated on, so validation stays the same batches of the ordinary corpus in every run.
+    extra_corpus: tuple[str, ...] = ()
+    extra_share: float = 0.0  # 0 <= F < 1 of the training draws from ``extra_corpus`` (needs it when > 0)
     minutes: float = 0.0  # wall-clock budget of this run (0 = use steps)
     steps: int = 0  # optimizer steps of this run (0 = use minutes)
     batch_size: int = 16
@@ -127,6 +132,11 @@ class TrainConfig:
             raise ValueError(f"corrupt (--corrupt) {self.corrupt}: give a share of the visible tokens, 0 <= F < 1")
         if self.corrupt > 0 and self.objective == "ar":
             raise ValueError("corrupt (--corrupt) is a diffusion canvas setting; the AR baseline has no canvas")
+        if not 0.0 <= self.extra_share < 1.0:
+            raise ValueError(f"extra_share (--extra-share) {self.extra_share}: give a share of the training "
+                             "draws, 0 <= F < 1")
+        if self.extra_share > 0 and not self.extra_corpus:
+            raise ValueError("extra_share (--extra-share) needs extra_corpus (--extra-corpus DIR ...)")
         if self.pretrain_share > 0 and self.objective == "ar":
             raise ValueError("pretrain_share (--pretrain-share) is a diffusion phase; the AR baseline has none")
 
@@ -152,7 +162,7 @@ class ExampleStream:
             per_file = max(1, per_file // cfg.holes_per_window)
         self.canvas_pos = canvas_pos  # the model's max_canvas (where suffix positions start)
         self.per_file = per_file
-        self.weights = corpus.sampling_weights(files)
+        self.weights = corpus.mixed_weights(files, cfg.extra_share)
         self.tok = tok
         self.cfg = cfg
         self.rng = random.Random(seed)
@@ -394,7 +404,11 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     files = corpus.list_files(roots)
     if not files:
         raise SystemExit(f"no .py files under {', '.join(map(str, roots))}")
-    tok = _tokenizer(cfg, files, out)
+    extra_roots = [Path(p) for p in cfg.extra_corpus]
+    extra_files = corpus.list_files(extra_roots, extra=True) if extra_roots else []
+    if extra_roots and not extra_files:
+        raise SystemExit(f"no .py files under {', '.join(map(str, extra_roots))} (--extra-corpus)")
+    tok = _tokenizer(cfg, files, out)  # the ordinary corpus only (a warm start reuses its tokenizer anyway)
     if cfg.vocab_size and tok.vocab_size != cfg.vocab_size:
         raise SystemExit(f"--vocab-size {cfg.vocab_size}: the tokenizer in use (--tokenizer, --init, or the one "
                          f"already in {out}) has {tok.vocab_size} tokens; use a fresh --out or drop --vocab-size")
@@ -439,8 +453,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         print(f"initialised from {cfg.init} (step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min); "
               "fresh optimizer", file=sys.stderr)
         origin = (step, elapsed_prev)
-    train_files = [f for f in files if f.split == "train"]
-    val_files = [f for f in files if f.split == "val"]
+    train_files = [f for f in files + extra_files if f.split == "train"]
+    val_files = [f for f in files if f.split == "val"]  # the ordinary corpus: the same batches in every run
     max_canvas = min(MAX_HOLE, mcfg.max_canvas)
     val_stream = ExampleStream(val_files, tok, cfg, seed=12345, max_canvas=max_canvas)
     val_state = torch.random.get_rng_state()
@@ -474,6 +488,11 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         "corpus": {"roots": [str(r) for r in roots], "files": len(files), "train_files": len(train_files),
                    "val_files": len(val_files), "manifest": corpus.manifest_digest(files)},
     }
+    if extra_files:
+        record_base["extra_corpus"] = {
+            "roots": [str(r) for r in extra_roots], "share": cfg.extra_share, "files": len(extra_files),
+            "train_files": sum(f.split == "train" for f in extra_files), "bytes": sum(f.size for f in extra_files),
+            "manifest": corpus.manifest_digest(extra_files)}
 
     def snapshot(final: bool = False) -> None:
         elapsed = elapsed_prev + time.time() - t0
