@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from edit_engine.cli import main
 from edit_engine.engine import Engine
@@ -16,6 +18,7 @@ from edit_engine.eval.harness import (
     Fill,
     canonical_filler,
     document_filler,
+    edit_similarity,
     empty_filler,
     evaluate,
     first_line,
@@ -41,7 +44,7 @@ def test_canonical_self_test_scores_one(name: str) -> None:
     report, results = evaluate(tasks, canonical_filler, benchmark=name, fill_kind="canonical", limits=LIMITS,
                                progress=False)
     assert report.score == 1.0, [(r.task_id, r.status) for r in results]
-    assert report.parse_ok == 1.0 and report.metric == "pass_at_1"
+    assert report.parse_ok == 1.0 and report.metric == "pass_at_1" and report.edit_sim == 1.0
 
 
 @needs_data
@@ -122,6 +125,25 @@ def test_code_parse_counts_only_fills_with_code() -> None:
     d = report.to_json()
     assert d["code_parse_ok"] == 0.25 and d["comment_share"] == 0.25
     assert "code_parse_ok" in report.table()
+
+
+@given(st.text(max_size=30), st.text(max_size=30))
+def test_edit_similarity_bounds_and_symmetry(a: str, b: str) -> None:
+    s = edit_similarity(a, b)
+    assert 0.0 <= s <= 1.0 and s == pytest.approx(edit_similarity(b, a))
+    assert (s == 1.0) == (a.strip() == b.strip())
+
+
+def test_edit_similarity_grades_near_misses() -> None:
+    assert edit_similarity("  return x + 1\n", "return x + 1") == 1.0
+    assert edit_similarity("return x + 2", "return x + 1") == pytest.approx(1 - 1 / 12)
+    assert edit_similarity("", "return x") == 0.0 and edit_similarity("abc", "xyz") == 0.0
+    tasks = [_exact_task("    return x + 1", str(i)) for i in range(2)]
+    fills = iter(["    return x + 1", "    return x + 2"])
+    report, results = evaluate(tasks, lambda t: Fill(next(fills)), progress=False)
+    assert [r.edit_sim for r in results] == pytest.approx([1.0, 1 - 1 / 12])
+    assert report.edit_sim == pytest.approx(1 - 1 / 24) and report.to_json()["edit_sim"] == round(1 - 1 / 24, 4)
+    assert "edit_sim" in report.table()
 
 
 def test_has_code() -> None:

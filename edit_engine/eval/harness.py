@@ -117,6 +117,24 @@ def has_code(fill: str, language: str = "python") -> bool:
     return any(ln.strip() and not ln.lstrip().startswith(marks) for ln in fill.splitlines())
 
 
+def edit_similarity(fill: str, canonical: str) -> float:
+    """Edit similarity of two holes, surrounding whitespace stripped: 1 - Levenshtein distance / the longer
+    length (1.0 for equal text, 0.0 when nothing is shared), the line-level completion measure of CodeXGLUE and
+    later code-completion benchmarks. Graded, so near misses count and a junk fill that merely parses does not."""
+    a, b = fill.strip(), canonical.strip()
+    if a == b:
+        return 1.0
+    if len(a) < len(b):
+        a, b = b, a
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return 1.0 - prev[-1] / len(a)
+
+
 def parses(source: str) -> bool:
     try:
         ast.parse(source)
@@ -137,6 +155,7 @@ class TaskResult:
     elapsed_ms: float
     stop_reason: str
     raw: str  # the fill before truncation
+    edit_sim: float = 0.0  # ``edit_similarity`` of the scored fill and the true hole
 
 
 @dataclass
@@ -162,13 +181,14 @@ class Report:
     # comments); and the share of fills that are comments only. None/0 without a Python benchmark.
     code_parse_ok: float | None = None
     comment_share: float = 0.0
+    edit_sim: float = 0.0  # mean ``edit_similarity`` of the scored fills and the true holes
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d[self.metric] = round(self.score, 4)
         del d["score"], d["extra"]
-        for k in ("parse_ok", "code_parse_ok", "empty_share", "comment_share", "nfe_per_token", "ms_per_task",
+        for k in ("parse_ok", "code_parse_ok", "edit_sim", "empty_share", "comment_share", "nfe_per_token", "ms_per_task",
                   "tokens_per_task", "wall_s"):
             if isinstance(d[k], float):
                 d[k] = round(d[k], 4)
@@ -181,6 +201,7 @@ class Report:
             ("tasks", str(self.n)), (self.metric, f"{100 * self.score:.1f}%"),
             ("parse_ok", "-" if self.parse_ok is None else f"{100 * self.parse_ok:.1f}%"),
             ("code_parse_ok", "-" if self.code_parse_ok is None else f"{100 * self.code_parse_ok:.1f}%"),
+            ("edit_sim", f"{100 * self.edit_sim:.1f}"),
             ("empty_share", f"{100 * self.empty_share:.1f}%"),
             ("comment_share", f"{100 * self.comment_share:.1f}%"),
             ("nfe_per_token", f"{self.nfe_per_token:.3f}"), ("ms_per_task", f"{self.ms_per_task:.1f}"),
@@ -245,7 +266,7 @@ def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode
             passed, status = _score_exact(task, text)
         po = parses(task.prefix + text + task.suffix) if task.language == "python" else None
         r = TaskResult(task.task_id, text, passed, status, po, f.nfe, f.tokens, f.elapsed_ms, f.stop_reason,
-                       f.text)
+                       f.text, edit_similarity(text, task.canonical))
         results.append(r)
         if on_result:
             on_result(r)
@@ -289,5 +310,6 @@ def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode
         stop_reasons=dict(Counter(r.stop_reason for r in results if r.stop_reason)),
         truncate=truncate, model=model, wall_s=time.perf_counter() - t0,
         code_parse_ok=(sum(code) / len(code)) if code else None, comment_share=comments / max(1, n),
+        edit_sim=sum(r.edit_sim for r in results) / max(1, n),
     )
     return report, results
