@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The commit policy's measures for one checkpoint, each written as JSON under OUT (then compare checkpoints with
+# python scripts/candidate_table.py OUT_A OUT_B ...):
+#   held-out (chosen on first): masked CE and context gap (512 examples), and the editor's path on 500 held-out
+#   line holes at the packaged sampler point, floor 6 and spread 1 (exact match, line-prefix accuracy, code parse);
+#   benchmarks (reported, run once): HumanEval single-line and SantaCoder-FIM Python, first LIMIT tasks, bare
+#   (Engine.infill) and through the editor's path (--document), at the checkpoint's own sampler.json.
+#
+#   scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]     # LIMIT=300 by default
+set -euo pipefail
+MODEL=${1:?usage: scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]}
+OUT=${2:?usage: scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]}
+THREADS=${3:-1}
+LIMIT=${LIMIT:-300}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"
+M=()
+[ "$MODEL" = packaged ] || M=(--model "$MODEL")
+ee() { python3 -c 'import sys; from edit_engine.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
+ee eval --context-gap --limit 512 --json --no-progress --threads "$THREADS" "${M[@]}" | tail -1 > "$OUT/context_gap.json"
+python3 "$HERE/sweep_commit.py" "${M[@]}" --holes lines --n 500 --floors 6 --spread 1 --document --threads "$THREADS" \
+  --json "$OUT/heldout_lines_document.json" > "$OUT/heldout_lines_document.txt"
+for bench in humaneval-single santacoder-fim; do
+  for path in bare document; do
+    flag=(); [ "$path" = document ] && flag=(--document)
+    ee eval --benchmark "$bench" --limit "$LIMIT" --json --no-progress --threads "$THREADS" "${M[@]}" "${flag[@]}" \
+      --out "$OUT/$bench-$path.jsonl" | tail -1 > "$OUT/$bench-$path.json"
+  done
+done
+echo "wrote $OUT"

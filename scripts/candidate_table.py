@@ -1,0 +1,87 @@
+"""Checkpoints side by side on the commit policy's measures, from the folders scripts/candidate_eval.sh writes.
+
+    python scripts/candidate_table.py DIR_A DIR_B [...] [--json out.json]
+
+Prints one markdown table (a row per measure, a column per folder, the first column the baseline) and, with
+``--json``, writes the same figures. The held-out rows come first: they are what a checkpoint is chosen on;
+the benchmark rows report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+# (label, file, key, scale, format): scale 100 gives percent.
+ROWS: list[tuple[str, str, str, float, str]] = [
+    ("held-out masked CE (512)", "context_gap.json", "val_masked_ce", 1, "{:.3f}"),
+    ("held-out context gap", "context_gap.json", "context_gap", 1, "{:+.3f}"),
+    ("held-out lines, editor's path: exact match", "heldout_lines_document.json", "exact_match", 100, "{:.1f}%"),
+    ("held-out lines, editor's path: prefix accuracy", "heldout_lines_document.json", "prefix_acc", 100, "{:.1f}%"),
+    ("held-out lines, editor's path: code parse", "heldout_lines_document.json", "code_parse_ok", 100, "{:.1f}%"),
+    ("held-out lines, editor's path: nfe / token", "heldout_lines_document.json", "nfe_per_token", 1, "{:.2f}"),
+    ("HumanEval single-line, bare: pass@1", "humaneval-single-bare.json", "pass_at_1", 100, "{:.2f}%"),
+    ("HumanEval single-line, bare: edit similarity", "humaneval-single-bare.json", "edit_sim", 100, "{:.1f}"),
+    ("HumanEval single-line, bare: code parse", "humaneval-single-bare.json", "code_parse_ok", 100, "{:.1f}%"),
+    ("HumanEval single-line, editor's path: pass@1", "humaneval-single-document.json", "pass_at_1", 100, "{:.2f}%"),
+    ("HumanEval single-line, editor's path: edit similarity", "humaneval-single-document.json", "edit_sim", 100,
+     "{:.1f}"),
+    ("HumanEval single-line, editor's path: code parse", "humaneval-single-document.json", "code_parse_ok", 100,
+     "{:.1f}%"),
+    ("SantaCoder-FIM Python, bare: exact match", "santacoder-fim-bare.json", "exact_match", 100, "{:.2f}%"),
+    ("SantaCoder-FIM Python, bare: edit similarity", "santacoder-fim-bare.json", "edit_sim", 100, "{:.1f}"),
+    ("SantaCoder-FIM Python, bare: code parse", "santacoder-fim-bare.json", "code_parse_ok", 100, "{:.1f}%"),
+    ("SantaCoder-FIM Python, editor's path: exact match", "santacoder-fim-document.json", "exact_match", 100,
+     "{:.2f}%"),
+    ("SantaCoder-FIM Python, editor's path: edit similarity", "santacoder-fim-document.json", "edit_sim", 100,
+     "{:.1f}"),
+    ("SantaCoder-FIM Python, editor's path: code parse", "santacoder-fim-document.json", "code_parse_ok", 100,
+     "{:.1f}%"),
+    ("SantaCoder-FIM Python, bare: nfe / token", "santacoder-fim-bare.json", "nfe_per_token", 1, "{:.2f}"),
+]
+
+
+def value(folder: Path, name: str, key: str) -> float | None:
+    p = folder / name
+    if not p.is_file() or not p.read_text().strip():
+        return None
+    d: dict[str, Any] = json.loads(p.read_text().strip().splitlines()[-1])
+    if "rows" in d:  # sweep_commit: its one row (one policy)
+        d = d["rows"][0]
+    v = d.get(key)
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def table(folders: list[Path]) -> tuple[str, dict[str, dict[str, float | None]]]:
+    figures: dict[str, dict[str, float | None]] = {}
+    lines = ["| measure | " + " | ".join(f.name for f in folders) + " |",
+             "|---|" + "---|" * len(folders)]
+    for label, name, key, scale, fmt in ROWS:
+        vals = [value(f, name, key) for f in folders]
+        figures[label] = {f.name: v for f, v in zip(folders, vals, strict=True)}
+        cells = ["-" if v is None else fmt.format(v * scale) for v in vals]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines), figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folders", nargs="+", help="folders written by scripts/candidate_eval.sh (baseline first)")
+    ap.add_argument("--json", default="", help="write the figures here")
+    a = ap.parse_args(argv)
+    folders = [Path(f) for f in a.folders]
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        ap.error(f"not a folder: {', '.join(missing)}")
+    text, figures = table(folders)
+    print(text)
+    if a.json:
+        Path(a.json).write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
