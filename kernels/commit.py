@@ -88,7 +88,7 @@ def commit_mask_ref(
     independently in one pass, where a small model's guesses disagree most (a repeated word, a doubled
     bracket). ``True`` is R = 1. Once no more than ``min_commit`` slots of a row are masked, that row's floor
     takes them all, as the plain floor would: separating the last few picks cost the 8-slot keystroke canvas
-    3.5 passes per fill instead of 2.8 and measured no better on held-out code (README, "Code parse"). The
+    3.5 passes per fill instead of 2.8 and measured no better on held-out code (docs/experiments.md, "Code parse"). The
     ceiling keeps its meaning, the ``max_commit`` best masked slots overall, so with ``spread`` a floor pick
     ranked below them is dropped (the best slot always commits)."""
     s = torch.where(masked, s, torch.full_like(s, -1.0))

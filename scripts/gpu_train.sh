@@ -38,7 +38,7 @@ WIN=(); [ -n "${HOLES:-}" ] && WIN=(--holes-per-window "$HOLES" --window-span "$
 # (train --pretrain-share F, docs/training.md); diff_small is warm-started and has no pretraining phase.
 PRE=(); [ -n "${PRETRAIN:-}" ] && PRE=(--pretrain-share "$PRETRAIN")
 # CORRUPT=F: both diffusion runs train with self-correction (train --corrupt F: wrong visible canvas tokens,
-# every visible slot supervised), so the sampler's remask can be swept on the checkpoints (README, "Self-correction").
+# every visible slot supervised), so the sampler's remask can be swept on the checkpoints (docs/experiments.md, "Self-correction").
 COR=(); [ -n "${CORRUPT:-}" ] && COR=(--corrupt "$CORRUPT")
 for r in $RUNS; do
   case $r in diff_mid|ar_mid|diff_small) ;; *) echo "RUNS: unknown run '$r' (diff_mid, ar_mid, diff_small)"; exit 2;; esac

@@ -4,7 +4,7 @@ and one context encode, for fp32 eager, bf16 weights, ``torch.compile`` of the p
     python scripts/measure_cpu_path.py [--model DIR] [--json OUT]
 
 Prints a table (median ms over repeats after warm-up) and writes JSON. The engine's defaults follow it
-(README, "CPU path").
+(BENCHMARKS.md, "The CPU path, measured").
 """
 
 from __future__ import annotations

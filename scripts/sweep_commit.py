@@ -16,7 +16,7 @@ forward passes per generated token, milliseconds per fill, the share of empty fi
 which the whole file still parses (of the holes whose file parses as it is), and the share that parses with a fill
 holding code (not only a comment: a comment line parses anywhere, like an empty fill); and, at the default
 policy, the length rule's ``pad_threshold``. The default policy is chosen from this table
-(README, "Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
+(docs/experiments.md, "Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class TrainConfig:
     # starts lie within about ``window_span`` tokens, so more of each step's tokens are diffusion targets.
     # Validation stays single-hole either way, so runs with different settings compare on the same batches.
     # 0 = the default: 4 for diffusion (since session 7: better than 1 per row from scratch and warm-started,
-    # and level between 8 and 16 rows; README "Several holes per row"), 1 for the AR baseline.
+    # and level between 8 and 16 rows; docs/experiments.md "Several holes per row"), 1 for the AR baseline.
     holes_per_window: int = 0
     window_span: int = 64
     # Pretraining phase: the first ``pretrain_share`` of the schedule (of its minutes, or of ``steps``; a warm
