@@ -48,7 +48,11 @@ def value(folder: Path, name: str, key: str) -> float | None:
     p = folder / name
     if not p.is_file() or not p.read_text().strip():
         return None
-    d: dict[str, Any] = json.loads(p.read_text().strip().splitlines()[-1])
+    text = p.read_text().strip()
+    try:  # a JSON file (sweep_commit --json), or a command's output whose last line is the JSON object
+        d: dict[str, Any] = json.loads(text)
+    except json.JSONDecodeError:
+        d = json.loads(text.splitlines()[-1])
     if "rows" in d:  # sweep_commit: its one row (one policy)
         d = d["rows"][0]
     v = d.get(key)

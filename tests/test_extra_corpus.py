@@ -123,7 +123,7 @@ def test_candidate_table_reads_each_measure_and_marks_missing_ones(tmp_path: Pat
         d.mkdir()
         (d / "context_gap.json").write_text(json.dumps({"val_masked_ce": ce, "context_gap": 0.6}) + "\n")
         (d / "humaneval-single-bare.json").write_text("progress\n" + json.dumps({"pass_at_1": p, "edit_sim": 0.3}))
-    (b / "heldout_lines_document.json").write_text(json.dumps({"rows": [{"exact_match": 0.05}]}))
+    (b / "heldout_lines_document.json").write_text(json.dumps({"rows": [{"exact_match": 0.05}]}, indent=2))
     assert candidate_table.main([str(a), str(b), "--json", str(tmp_path / "t.json")]) == 0
     out = capsys.readouterr().out
     assert "| held-out masked CE (512) | 2.500 | 2.300 |" in out
