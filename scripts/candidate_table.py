@@ -23,25 +23,15 @@ ROWS: list[tuple[str, str, str, float, str]] = [
     ("held-out lines, editor's path: prefix accuracy", "heldout_lines_document.json", "prefix_acc", 100, "{:.1f}%"),
     ("held-out lines, editor's path: code parse", "heldout_lines_document.json", "code_parse_ok", 100, "{:.1f}%"),
     ("held-out lines, editor's path: nfe / token", "heldout_lines_document.json", "nfe_per_token", 1, "{:.2f}"),
-    ("HumanEval single-line, bare: pass@1", "humaneval-single-bare.json", "pass_at_1", 100, "{:.2f}%"),
-    ("HumanEval single-line, bare: edit similarity", "humaneval-single-bare.json", "edit_sim", 100, "{:.1f}"),
-    ("HumanEval single-line, bare: code parse", "humaneval-single-bare.json", "code_parse_ok", 100, "{:.1f}%"),
-    ("HumanEval single-line, editor's path: pass@1", "humaneval-single-document.json", "pass_at_1", 100, "{:.2f}%"),
-    ("HumanEval single-line, editor's path: edit similarity", "humaneval-single-document.json", "edit_sim", 100,
-     "{:.1f}"),
-    ("HumanEval single-line, editor's path: code parse", "humaneval-single-document.json", "code_parse_ok", 100,
-     "{:.1f}%"),
-    ("SantaCoder-FIM Python, bare: exact match", "santacoder-fim-bare.json", "exact_match", 100, "{:.2f}%"),
-    ("SantaCoder-FIM Python, bare: edit similarity", "santacoder-fim-bare.json", "edit_sim", 100, "{:.1f}"),
-    ("SantaCoder-FIM Python, bare: code parse", "santacoder-fim-bare.json", "code_parse_ok", 100, "{:.1f}%"),
-    ("SantaCoder-FIM Python, editor's path: exact match", "santacoder-fim-document.json", "exact_match", 100,
-     "{:.2f}%"),
-    ("SantaCoder-FIM Python, editor's path: edit similarity", "santacoder-fim-document.json", "edit_sim", 100,
-     "{:.1f}"),
-    ("SantaCoder-FIM Python, editor's path: code parse", "santacoder-fim-document.json", "code_parse_ok", 100,
-     "{:.1f}%"),
-    ("SantaCoder-FIM Python, bare: nfe / token", "santacoder-fim-bare.json", "nfe_per_token", 1, "{:.2f}"),
 ]
+for _bench, _label, _metric in (("humaneval-single", "HumanEval single-line", ("pass@1", "pass_at_1")),
+                                ("santacoder-fim", "SantaCoder-FIM Python", ("exact match", "exact_match"))):
+    for _path, _how in (("bare", "bare"), ("document", "editor's path")):
+        _file = f"{_bench}-{_path}.json"
+        ROWS += [(f"{_label}, {_how}: {_metric[0]}", _file, _metric[1], 100, "{:.2f}%"),
+                 (f"{_label}, {_how}: edit similarity", _file, "edit_sim", 100, "{:.1f}"),
+                 (f"{_label}, {_how}: code parse", _file, "code_parse_ok", 100, "{:.1f}%"),
+                 (f"{_label}, {_how}: nfe / token", _file, "nfe_per_token", 1, "{:.2f}")]
 
 
 def value(folder: Path, name: str, key: str) -> float | None:
