@@ -21,6 +21,7 @@ ROWS: list[tuple[str, str, str, float, str]] = [
     ("held-out context gap", "context_gap.json", "context_gap", 1, "{:+.3f}"),
     ("held-out lines, editor's path: exact match", "heldout_lines_document.json", "exact_match", 100, "{:.1f}%"),
     ("held-out lines, editor's path: prefix accuracy", "heldout_lines_document.json", "prefix_acc", 100, "{:.1f}%"),
+    ("held-out lines, editor's path: edit similarity", "heldout_lines_document.json", "edit_sim", 100, "{:.1f}"),
     ("held-out lines, editor's path: code parse", "heldout_lines_document.json", "code_parse_ok", 100, "{:.1f}%"),
     ("held-out lines, editor's path: nfe / token", "heldout_lines_document.json", "nfe_per_token", 1, "{:.2f}"),
 ]

@@ -11,7 +11,8 @@ does on the benchmarks.
 Holes: single lines (with their newline, as HumanEval single-line cuts them) from the corpus's validation split
 (``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
 fixed seed. For each commit policy (score x threshold) it fills every hole and reports exact match (the line
-exactly), line-prefix accuracy (how much of the true line the fill gets right from the start, in characters),
+exactly), line-prefix accuracy (how much of the true line the fill gets right from the start, in characters,
+indentation included), edit similarity (``harness.edit_similarity``: whitespace around the line stripped),
 forward passes per generated token, milliseconds per fill, the share of empty fills and the share of fills after
 which the whole file still parses (of the holes whose file parses as it is), and the share that parses with a fill
 holding code (not only a comment: a comment line parses anywhere, like an empty fill); and, at the default
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     policies = POLICIES if floors is None else [("confidence", 0.9, p, f) for f in sorted(floors) for p in pads]
     from edit_engine import Engine
     from edit_engine.eval.benchmarks import Task
-    from edit_engine.eval.harness import document_filler, has_code
+    from edit_engine.eval.harness import document_filler, edit_similarity, has_code
 
     eng = Engine.load(a.model, threads=a.threads)
     cases = holes(a.n) if a.holes == "lines" else function_holes(a.n)
@@ -196,12 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     # The parse check counts only holes whose file parses as it is (some corpus files are Python 2 or templates).
     parse_ok_files = [parses(wp + line + ws) for _, _, line, wp, ws in cases]
     rows: list[dict[str, Any]] = []
-    print(f"{'score':<11}{'threshold':>10}{'pad thr':>8}{'floor':>6}{'exact':>8}{'prefix acc':>12}{'nfe/token':>11}{'ms/fill':>9}"
+    print(f"{'score':<11}{'threshold':>10}{'pad thr':>8}{'floor':>6}{'exact':>8}{'prefix acc':>12}{'edit sim':>10}{'nfe/token':>11}{'ms/fill':>9}"
           f"{'empty':>7}{'parse':>7}{'code':>7}", flush=True)
     for score, thr, pthr, floor in policies:
         if a.only_floors and floor == 1:
             continue
-        exact = acc = 0.0
+        exact = acc = sim = 0.0
         nfe = toks = 0
         empty = parsed = code_parsed = 0
         ms: list[float] = []
@@ -224,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             ms.append((time.perf_counter() - t) * 1000)
             exact += fill == line
             acc += prefix_match(fill, line)
+            sim += edit_similarity(fill, line)
             nfe += r_nfe
             toks += r_tokens
             empty += not text.strip()
@@ -232,12 +234,13 @@ def main(argv: list[str] | None = None) -> int:
             code_parsed += ok and has_code(fill)
         n = len(cases)
         row = {"score": score, "threshold": thr, "pad_threshold": pthr, "min_commit": floor, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
+               "edit_sim": sim / n,
                "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n,
                "parse_ok": parsed / max(1, sum(parse_ok_files)),
                "code_parse_ok": code_parsed / max(1, sum(parse_ok_files))}
         rows.append(row)
         print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
-              f"{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}{row['code_parse_ok']:>7.2f}",
+              f"{row['edit_sim']:>10.3f}{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}{row['code_parse_ok']:>7.2f}",
               flush=True)
     res = {"model": str(eng.path), "holes": a.holes, "document": a.document, "repair": not a.no_repair, "initial_canvas": a.initial_canvas, "spread": a.spread, "remask": a.remask, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
            "command": " ".join(sys.argv)}

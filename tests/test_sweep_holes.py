@@ -115,6 +115,7 @@ def test_sweep_document_mode_scores_the_editors_completion(tiny_checkpoint: Path
     assert res["document"] is True and res["repair"] is False
     (row,) = res["rows"]
     assert row["n"] == 3 and 0.0 <= row["parse_ok"] <= 1.0 and row["nfe_per_token"] >= 0.0
+    assert 0.0 <= row["edit_sim"] <= 1.0 and row["exact_match"] <= row["edit_sim"]
 
 
 def test_compare_fills_counts_code_parsing_fills_and_their_first_words(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
