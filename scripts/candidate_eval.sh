@@ -7,6 +7,7 @@
 #   (Engine.infill) and through the editor's path (--document), at the checkpoint's own sampler.json.
 #
 #   scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]     # LIMIT=300 by default
+#   EXTRA=runs/extra/site-packages scripts/candidate_eval.sh ...   # also masked CE on that root's held-out files
 set -euo pipefail
 MODEL=${1:?usage: scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]}
 OUT=${2:?usage: scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]}
@@ -18,6 +19,10 @@ M=()
 [ "$MODEL" = packaged ] || M=(--model "$MODEL")
 ee() { python3 -c 'import sys; from edit_engine.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
 ee eval --context-gap --limit 512 --json --no-progress --threads "$THREADS" "${M[@]}" | tail -1 > "$OUT/context_gap.json"
+if [ -n "${EXTRA:-}" ]; then
+  ee eval --context-gap --corpus "$EXTRA" --limit 512 --json --no-progress --threads "$THREADS" "${M[@]}" \
+    | tail -1 > "$OUT/context_gap_extra.json"
+fi
 python3 "$HERE/sweep_commit.py" "${M[@]}" --holes lines --n 500 --floors 6 --spread 1 --document --threads "$THREADS" \
   --json "$OUT/heldout_lines_document.json" > "$OUT/heldout_lines_document.txt"
 for bench in humaneval-single santacoder-fim; do

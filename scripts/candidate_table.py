@@ -19,6 +19,7 @@ from typing import Any
 ROWS: list[tuple[str, str, str, float, str]] = [
     ("held-out masked CE (512)", "context_gap.json", "val_masked_ce", 1, "{:.3f}"),
     ("held-out context gap", "context_gap.json", "context_gap", 1, "{:+.3f}"),
+    ("held-out extra corpus (EXTRA) masked CE", "context_gap_extra.json", "val_masked_ce", 1, "{:.3f}"),
     ("held-out lines, editor's path: exact match", "heldout_lines_document.json", "exact_match", 100, "{:.1f}%"),
     ("held-out lines, editor's path: prefix accuracy", "heldout_lines_document.json", "prefix_acc", 100, "{:.1f}%"),
     ("held-out lines, editor's path: edit similarity", "heldout_lines_document.json", "edit_sim", 100, "{:.1f}"),
