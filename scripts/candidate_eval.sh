@@ -2,7 +2,8 @@
 # The commit policy's measures for one checkpoint, each written as JSON under OUT (then compare checkpoints with
 # python scripts/candidate_table.py OUT_A OUT_B ...):
 #   held-out (chosen on first): masked CE and context gap (512 examples), and the editor's path on 500 held-out
-#   line holes at the packaged sampler point, floor 6 and spread 1 (exact match, line-prefix accuracy, code parse);
+#   line holes at the packaged sampler point, floor 6 and spread 1 (exact match, prefix accuracy, edit similarity,
+#   code parse);
 #   benchmarks (reported, run once): HumanEval single-line and SantaCoder-FIM Python, first LIMIT tasks, bare
 #   (Engine.infill) and through the editor's path (--document), at the checkpoint's own sampler.json.
 #

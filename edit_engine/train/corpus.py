@@ -104,14 +104,15 @@ def sampling_weights(files: list[CorpusFile], max_group_share: float = 0.12) -> 
 def mixed_weights(files: list[CorpusFile], extra_share: float = 0.0) -> list[float]:
     """Per-file sampling weights: the ordinary files by ``sampling_weights``; when ``extra_share`` > 0 and
     there are extra files, those (weighted by size, no group cap) take ``extra_share`` of the total."""
-    base = [f for f in files if not f.extra]
-    bw = dict(zip(map(id, base), sampling_weights(base), strict=True))
-    extra_total = sum(f.size for f in files if f.extra)
-    base_total = sum(bw.values())
-    if extra_share <= 0 or extra_total <= 0 or base_total <= 0:
-        return [0.0 if f.extra else bw[id(f)] for f in files] if base_total > 0 else [float(f.size) for f in files]
-    k = extra_share / (1 - extra_share) * base_total / extra_total  # extra weight / size, so it has the share
-    return [f.size * k if f.extra else bw[id(f)] for f in files]
+    base_w = iter(sampling_weights([f for f in files if not f.extra]))
+    w = [0.0 if f.extra else next(base_w) for f in files]
+    base_total, extra_total = sum(w), sum(f.size for f in files if f.extra)
+    if base_total <= 0:  # nothing ordinary to draw: every file by size
+        return [float(f.size) for f in files]
+    if extra_share > 0 and extra_total > 0:
+        k = extra_share / (1 - extra_share) * base_total / extra_total  # weight per byte that gives the share
+        w = [f.size * k if f.extra else x for f, x in zip(files, w, strict=True)]
+    return w
 
 
 def manifest_digest(files: list[CorpusFile]) -> str:
