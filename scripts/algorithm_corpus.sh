@@ -4,15 +4,31 @@
 # decontaminated: every file that shares a 13-word run with a HumanEval-infilling or SantaCoder-FIM program
 # (scripts/contamination.py) is removed. Reproducible from this command; nothing of it enters the repository.
 #
-#   scripts/algorithm_corpus.sh runs/extra        # then: edit-engine train ... --extra-corpus runs/extra/site-packages
+#   scripts/algorithm_corpus.sh runs/extra2       # then: edit-engine train ... --extra-corpus runs/extra2/site-packages
+#   scripts/algorithm_corpus.sh runs/extra v1     # only the first 15 packages (session 10; step 4660 trained on it)
 set -euo pipefail
-DIR=${1:?usage: scripts/algorithm_corpus.sh DIR}
+DIR=${1:?usage: scripts/algorithm_corpus.sh DIR [v1|v2]}
+SET=${2:-v2}
 HERE=$(cd "$(dirname "$0")" && pwd)
-PACKAGES=(
+V1=(
   algorithms==1.0.1 pygorithm==1.0.4 leetcode-solutions==0.1.0 python-ds==1.0.0 pydsa==0.14
   python-algorithms==0.2.2 algocraft==0.2.6 algods==0.2.0 algos-py==0.5.1 algorithms3==0.1.9 alex-solver==1.3
   cormen-lib==1.1.3 dalpy==1.0.2 algosinpy==0.1.0 algos-structs==0.1.0
 )
+# v2 (session 11) adds utility libraries of short documented functions and more small algorithm packages
+V2=(
+  boltons==26.2.0 more-itertools==11.2.1 toolz==1.2.0 funcy==2.1 pydash==8.1.0 python-string-utils==1.0.0
+  inflection==0.5.1 humanize==4.17.0 sortedcontainers==2.4.0 bidict==0.24.1 python-utils==4.2.0
+  py-algorithms==0.26.1 dsa==13.3.0 primefac==2.0.12 euler==1.0.3 string-algorithms==0.5.0 strutils==0.1.1
+  stringutils==0.3.0 pyfunctional==1.5.0 graph-algorithms==0.1.1 sorting-algorithms==0.1
+  dynamic-programming==0.0.2 pythonds==1.2.1 pydatastructs==1.2.3 binarytree==6.5.1 trie==4.0.0 pygtrie==2.6.2
+  heapdict==1.0.1 algorithm==1.2.0 codewars==0.0.621
+)
+case "$SET" in
+  v1) PACKAGES=("${V1[@]}") ;;
+  v2) PACKAGES=("${V1[@]}" "${V2[@]}") ;;
+  *) echo "scripts/algorithm_corpus.sh: SET must be v1 or v2, not '$SET'" >&2; exit 2 ;;
+esac
 mkdir -p "$DIR/site-packages"
 python3 -m pip install -q --no-deps --target "$DIR/site-packages" "${PACKAGES[@]}"
 find "$DIR/site-packages" -name __pycache__ -type d -prune -exec rm -rf {} +
