@@ -40,6 +40,11 @@ PRE=(); [ -n "${PRETRAIN:-}" ] && PRE=(--pretrain-share "$PRETRAIN")
 # CORRUPT=F: both diffusion runs train with self-correction (train --corrupt F: wrong visible canvas tokens,
 # every visible slot supervised), so the sampler's remask can be swept on the checkpoints (docs/experiments.md, "Self-correction").
 COR=(); [ -n "${CORRUPT:-}" ] && COR=(--corrupt "$CORRUPT")
+# EXTRA=DIR: every run (the AR baseline too, so it sees the same data) also draws EXTRA_SHARE (default 0.1) of
+# its examples from the extra corpus of small functions at DIR (train --extra-corpus, docs/training.md). Build
+# it here with scripts/algorithm_corpus.sh runs/extra2 and carry runs/extra2 to the device (5.5 MB of source).
+EXT=(); [ -n "${EXTRA:-}" ] && EXT=(--extra-corpus "$EXTRA" --extra-share "${EXTRA_SHARE:-0.1}")
+if [ -n "${EXTRA:-}" ] && [ ! -d "$EXTRA" ]; then echo "EXTRA: no directory '$EXTRA'"; exit 2; fi
 for r in $RUNS; do
   case $r in diff_mid|ar_mid|diff_small) ;; *) echo "RUNS: unknown run '$r' (diff_mid, ar_mid, diff_small)"; exit 2;; esac
 done
@@ -74,7 +79,7 @@ note "smoke ok"
 # must not cost the checkpoints. (Under autograd the twins run anyway: the Triton kernels are forward-only.)
 COMMON=(--device "$DEVICE" "${BF16[@]}" --minutes "$MIN" --train-prefix "${PREFIX:-768}"
         --train-suffix "${SUFFIX:-256}" --batch-size "${BATCH:-128}" --lr 1.5e-3 --warmup-steps 100
-        --eval-every 1 --save-every 2 "${CMP[@]}")
+        --eval-every 1 --save-every 2 "${CMP[@]}" "${EXT[@]}")
 LIMIT=$(python3 -c "print(int(float('$MIN') * 60 + 100))")  # hard stop; the last save survives it
 run() {  # name, extra args...
   local name=$1; shift
