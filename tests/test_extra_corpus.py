@@ -131,3 +131,14 @@ def test_candidate_table_reads_each_measure_and_marks_missing_ones(tmp_path: Pat
     assert "| held-out lines, editor's path: exact match | - | 5.0% |" in out
     figs = json.loads((tmp_path / "t.json").read_text())
     assert figs["HumanEval single-line, bare: edit similarity"] == {"packaged": 0.3, "cand": 0.3}
+
+
+def test_algorithm_corpus_refuses_an_unknown_set_before_installing(tmp_path: Path) -> None:
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "algorithm_corpus.sh"
+    out = tmp_path / "corpus"
+    r = subprocess.run(["bash", str(script), str(out), "v9"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "SET must be v1 or v2" in r.stderr
+    assert not out.exists()  # nothing installed, nothing created
