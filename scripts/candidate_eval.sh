@@ -15,9 +15,16 @@ OUT=${2:?usage: scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]}
 THREADS=${3:-1}
 LIMIT=${LIMIT:-300}
 HERE=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$OUT"
 M=()
 [ "$MODEL" = packaged ] || M=(--model "$MODEL")
+# A training checkpoint has no sampler.json, and without one the benchmarks run at the engine's default (floor 1,
+# no spread): 3-4x the passes per token of the packaged point, so not comparable with it. Refuse rather than guess.
+if [ "$MODEL" != packaged ] && [ ! -f "$MODEL/sampler.json" ]; then
+  echo "candidate_eval.sh: $MODEL has no sampler.json; to compare at the packaged point:" >&2
+  echo "  cp edit_engine/models/default/sampler.json $MODEL/" >&2
+  exit 2
+fi
+mkdir -p "$OUT"
 ee() { python3 -c 'import sys; from edit_engine.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
 ee eval --context-gap --limit 512 --json --no-progress --threads "$THREADS" "${M[@]}" | tail -1 > "$OUT/context_gap.json"
 if [ -n "${EXTRA:-}" ]; then

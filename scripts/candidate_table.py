@@ -36,7 +36,7 @@ for _bench, _label, _metric in (("humaneval-single", "HumanEval single-line", ("
                  (f"{_label}, {_how}: nfe / token", _file, "nfe_per_token", 1, "{:.2f}")]
 
 
-def value(folder: Path, name: str, key: str) -> float | None:
+def _record(folder: Path, name: str) -> dict[str, Any] | None:
     p = folder / name
     if not p.is_file() or not p.read_text().strip():
         return None
@@ -45,10 +45,28 @@ def value(folder: Path, name: str, key: str) -> float | None:
         d: dict[str, Any] = json.loads(text)
     except json.JSONDecodeError:
         d = json.loads(text.splitlines()[-1])
+    return d
+
+
+def value(folder: Path, name: str, key: str) -> float | None:
+    d = _record(folder, name)
+    if d is None:
+        return None
     if "rows" in d:  # sweep_commit: its one row (one policy)
         d = d["rows"][0]
     v = d.get(key)
     return float(v) if isinstance(v, (int, float)) else None
+
+
+def sampler_mismatches(folders: list[Path]) -> list[str]:
+    """The benchmark files whose sampler settings differ between the folders: such columns do not compare (a
+    training checkpoint without sampler.json runs at the engine's default, not the packaged point)."""
+    out = []
+    for name in sorted({r[1] for r in ROWS if r[1].startswith(("humaneval", "santacoder"))}):
+        seen = {f.name: (d or {}).get("sampler") for f in folders if (d := _record(f, name)) is not None}
+        if len({json.dumps(v, sort_keys=True) for v in seen.values()}) > 1:
+            out.append(f"{name}: " + "; ".join(f"{k} {json.dumps(v, sort_keys=True)}" for k, v in seen.items()))
+    return out
 
 
 def table(folders: list[Path]) -> tuple[str, dict[str, dict[str, float | None]]]:
@@ -74,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"not a folder: {', '.join(missing)}")
     text, figures = table(folders)
     print(text)
+    for m in sampler_mismatches(folders):
+        print(f"WARNING: sampler differs, these columns do not compare: {m}")
     if a.json:
         Path(a.json).write_text(json.dumps(figures, indent=1))
     return 0

@@ -142,3 +142,26 @@ def test_algorithm_corpus_refuses_an_unknown_set_before_installing(tmp_path: Pat
     assert r.returncode == 2
     assert "SET must be v1 or v2" in r.stderr
     assert not out.exists()  # nothing installed, nothing created
+
+
+def test_candidate_table_warns_when_the_columns_ran_at_different_samplers(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    a, b = tmp_path / "packaged", tmp_path / "cand"
+    for d, floor in ((a, 6), (b, 1)):
+        d.mkdir()
+        rec = {"pass_at_1": 0.01, "sampler": {"min_commit": floor, "spread": 1 if floor > 1 else 0}}
+        (d / "santacoder-fim-bare.json").write_text(json.dumps(rec))
+        (d / "humaneval-single-bare.json").write_text(json.dumps({**rec, "sampler": {"min_commit": 6}}))
+    assert candidate_table.main([str(a), str(b)]) == 0
+    warnings = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("WARNING")]
+    assert len(warnings) == 1 and "santacoder-fim-bare.json" in warnings[0] and '"min_commit": 1' in warnings[0]
+
+
+def test_candidate_eval_refuses_a_checkpoint_without_a_sampler_point(tmp_path: Path) -> None:
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "candidate_eval.sh"
+    (tmp_path / "ckpt").mkdir()
+    r = subprocess.run(["bash", str(script), str(tmp_path / "ckpt"), str(tmp_path / "out")], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "no sampler.json" in r.stderr
+    assert not (tmp_path / "out").exists()
