@@ -42,7 +42,7 @@ PRE=(); [ -n "${PRETRAIN:-}" ] && PRE=(--pretrain-share "$PRETRAIN")
 COR=(); [ -n "${CORRUPT:-}" ] && COR=(--corrupt "$CORRUPT")
 # EXTRA=DIR: every run (the AR baseline too, so it sees the same data) also draws EXTRA_SHARE (default 0.1) of
 # its examples from the extra corpus of small functions at DIR (train --extra-corpus, docs/training.md). Build
-# it here with scripts/algorithm_corpus.sh runs/extra2 and carry runs/extra2 to the device (5.5 MB of source).
+# it here with scripts/algorithm_corpus.sh runs/extra and carry runs/extra to the device (2.1 MB of source).
 EXT=(); [ -n "${EXTRA:-}" ] && EXT=(--extra-corpus "$EXTRA" --extra-share "${EXTRA_SHARE:-0.1}")
 if [ -n "${EXTRA:-}" ] && [ ! -d "$EXTRA" ]; then echo "EXTRA: no directory '$EXTRA'"; exit 2; fi
 for r in $RUNS; do
