@@ -101,6 +101,9 @@ def sampling_weights(files: list[CorpusFile], max_group_share: float = 0.12) -> 
     return [f.size * scale[f.group] for f in files]
 
 
+MIN_EXTRA_SHARE = 1e-6  # smaller shares underflow the per-byte weight (TrainConfig refuses them)
+
+
 def mixed_weights(files: list[CorpusFile], extra_share: float = 0.0) -> list[float]:
     """Per-file sampling weights: the ordinary files by ``sampling_weights``; when ``extra_share`` > 0 and
     there are extra files, those (weighted by size, no group cap) take ``extra_share`` of the total."""

@@ -135,6 +135,9 @@ class TrainConfig:
         if not 0.0 <= self.extra_share < 1.0:
             raise ValueError(f"extra_share (--extra-share) {self.extra_share}: give a share of the training "
                              "draws, 0 <= F < 1")
+        if 0.0 < self.extra_share < corpus.MIN_EXTRA_SHARE:
+            raise ValueError(f"extra_share (--extra-share) {self.extra_share}: below "
+                             f"{corpus.MIN_EXTRA_SHARE:g} the extra files would never be drawn; give 0 or more")
         if self.extra_share > 0 and not self.extra_corpus:
             raise ValueError("extra_share (--extra-share) needs extra_corpus (--extra-corpus DIR ...)")
         if self.pretrain_share > 0 and self.objective == "ar":
