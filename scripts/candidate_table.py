@@ -38,9 +38,9 @@ for _bench, _label, _metric in (("humaneval-single", "HumanEval single-line", ("
 
 def _record(folder: Path, name: str) -> dict[str, Any] | None:
     p = folder / name
-    if not p.is_file() or not p.read_text().strip():
+    text = p.read_text().strip() if p.is_file() else ""
+    if not text:
         return None
-    text = p.read_text().strip()
     try:  # a JSON file (sweep_commit --json), or a command's output whose last line is the JSON object
         d: dict[str, Any] = json.loads(text)
     except json.JSONDecodeError:
@@ -63,7 +63,7 @@ def sampler_mismatches(folders: list[Path]) -> list[str]:
     training checkpoint without sampler.json runs at the engine's default, not the packaged point)."""
     out = []
     for name in sorted({r[1] for r in ROWS if r[1].startswith(("humaneval", "santacoder"))}):
-        seen = {f.name: (d or {}).get("sampler") for f in folders if (d := _record(f, name)) is not None}
+        seen = {f.name: d.get("sampler") for f in folders if (d := _record(f, name)) is not None}
         if len({json.dumps(v, sort_keys=True) for v in seen.values()}) > 1:
             out.append(f"{name}: " + "; ".join(f"{k} {json.dumps(v, sort_keys=True)}" for k, v in seen.items()))
     return out
