@@ -26,6 +26,17 @@ def spread_arg(text: str) -> int:
                                          f"expected an integer, got {text!r}") from None
 
 
+def pad_threshold_arg(text: str) -> float:
+    """``--pad-threshold T``: the length rule's threshold, 0 <= T <= 1 (``SamplerConfig.pad_threshold``)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"give a probability, 0 <= T <= 1 (0 = pads slot by slot); got {text}")
+    return v
+
+
 def remask_arg(text: str) -> float:
     """``--remask P``: a probability, 0 <= P < 1 (0 = off), as ``SamplerConfig.remask`` takes it."""
     try:
@@ -70,6 +81,9 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--remask", type=remask_arg, metavar="P",
                    help="self-correction: remask committed tokens whose probability falls below P (models trained "
                    "with --corrupt; 0 = off; default: the model's sampler.json)")
+    p.add_argument("--pad-threshold", type=pad_threshold_arg, metavar="T",
+                   help="length rule: the fill ends at the first slot whose pad probability reaches T (lower: "
+                   "shorter fills; default: the model's sampler.json, else 0.5)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -108,7 +122,7 @@ def _infill(a: argparse.Namespace) -> int:
         raise UserError(str(e)) from e
     engine = Engine.load(a.model)
     overrides = set_overrides(threshold=a.threshold, temperature=a.temperature, min_commit=a.min_commit,
-                              spread=a.spread, remask=a.remask)
+                              spread=a.spread, remask=a.remask, pad_threshold=a.pad_threshold)
     lang = a.language or language_for_path(path)
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
               repair=not a.no_repair, **overrides)

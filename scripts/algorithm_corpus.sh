@@ -7,8 +7,14 @@
 #   scripts/algorithm_corpus.sh runs/extra        # then: edit-engine train ... --extra-corpus runs/extra/site-packages
 #   scripts/algorithm_corpus.sh runs/extra2 v2    # v1 plus 30 utility and algorithm packages (session 11: the
 #                                                 # warm starts on it scored worse on both benchmarks; not the default)
+#   scripts/algorithm_corpus.sh runs/extra3 v3    # v1 plus 3 problem-solving packages (competitive programming,
+#                                                 # the AtCoder library, the AIMA textbook's code; session 12)
+#   scripts/algorithm_corpus.sh runs/heldout heldout  # never trained on: v2's additions less the two this machine's
+#                                                 # own site-packages hold (more-itertools: vendored by setuptools;
+#                                                 # sortedcontainers), for scripts/sweep_commit.py --corpus DIR
+#                                                 # --all-files --holes functions (session 12)
 set -euo pipefail
-DIR=${1:?usage: scripts/algorithm_corpus.sh DIR [v1|v2]}
+DIR=${1:?usage: scripts/algorithm_corpus.sh DIR [v1|v2|v3|heldout]}
 SET=${2:-v1}
 HERE=$(cd "$(dirname "$0")" && pwd)
 V1=(
@@ -25,10 +31,15 @@ V2=(
   dynamic-programming==0.0.2 pythonds==1.2.1 pydatastructs==1.2.3 binarytree==6.5.1 trie==4.0.0 pygtrie==2.6.2
   heapdict==1.0.1 algorithm==1.2.0 codewars==0.0.621
 )
+# v3 (session 12) adds only problem-solving code, v1's kind: contest algorithms and a textbook's worked functions
+V3=(pyrival==0.2.0 ac-library-python==0.1.0 aima3==1.0.11)
 case "$SET" in
   v1) PACKAGES=("${V1[@]}") ;;
   v2) PACKAGES=("${V1[@]}" "${V2[@]}") ;;
-  *) echo "scripts/algorithm_corpus.sh: SET must be v1 or v2, not '$SET'" >&2; exit 2 ;;
+  v3) PACKAGES=("${V1[@]}" "${V3[@]}") ;;
+  heldout) PACKAGES=()
+    for p in "${V2[@]}"; do case "$p" in more-itertools==*|sortedcontainers==*) ;; *) PACKAGES+=("$p") ;; esac; done ;;
+  *) echo "scripts/algorithm_corpus.sh: SET must be v1, v2, v3 or heldout, not '$SET'" >&2; exit 2 ;;
 esac
 mkdir -p "$DIR/site-packages"
 python3 -m pip install -q --no-deps --target "$DIR/site-packages" "${PACKAGES[@]}"

@@ -2,13 +2,16 @@
 # The commit policy's measures for one checkpoint, each written as JSON under OUT (then compare checkpoints with
 # python scripts/candidate_table.py OUT_A OUT_B ...):
 #   held-out (chosen on first): masked CE and context gap (512 examples), and the editor's path on 500 held-out
-#   line holes at the packaged sampler point, floor 6 and spread 1 (exact match, prefix accuracy, edit similarity,
-#   code parse);
+#   line holes at the checkpoint's sampler point (floor, spread and length threshold of its sampler.json; exact
+#   match, prefix accuracy, edit similarity, code parse);
 #   benchmarks (reported, run once): HumanEval single-line and SantaCoder-FIM Python, first LIMIT tasks, bare
 #   (Engine.infill) and through the editor's path (--document), at the checkpoint's own sampler.json.
 #
 #   scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]     # LIMIT=300 by default
 #   EXTRA=runs/extra/site-packages scripts/candidate_eval.sh ...   # also masked CE on that root's held-out files
+#   HELDOUT=runs/heldout/site-packages scripts/candidate_eval.sh ...  # also 600 HumanEval-shaped holes (a body
+#     line of a short docstring-led function, that function as the context) in packages no checkpoint trained
+#     on (scripts/algorithm_corpus.sh DIR heldout), bare, at the same sampler point
 set -euo pipefail
 MODEL=${1:?usage: scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]}
 OUT=${2:?usage: scripts/candidate_eval.sh MODEL_DIR|packaged OUT [THREADS]}
@@ -24,6 +27,12 @@ if [ "$MODEL" != packaged ] && [ ! -f "$MODEL/sampler.json" ]; then
   echo "  cp edit_engine/models/default/sampler.json $MODEL/" >&2
   exit 2
 fi
+if [ "$MODEL" = packaged ]; then SAMPLER="$HERE/../edit_engine/models/default/sampler.json"
+else SAMPLER="$MODEL/sampler.json"; fi
+# the sweeps' policy row: the checkpoint's floor, spread and length threshold (defaults as SamplerConfig's)
+read -r FLOOR SPREAD PAD < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+print(d.get("min_commit", 1), int(d.get("spread", 0)), d.get("pad_threshold", 0.5))' "$SAMPLER")
+POINT=(--floors "$FLOOR" --spread "$SPREAD" --pad-thresholds "$PAD")
 mkdir -p "$OUT"
 ee() { python3 -c 'import sys; from edit_engine.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
 ee eval --context-gap --limit 512 --json --no-progress --threads "$THREADS" "${M[@]}" | tail -1 > "$OUT/context_gap.json"
@@ -31,7 +40,11 @@ if [ -n "${EXTRA:-}" ]; then
   ee eval --context-gap --corpus "$EXTRA" --limit 512 --json --no-progress --threads "$THREADS" "${M[@]}" \
     | tail -1 > "$OUT/context_gap_extra.json"
 fi
-python3 "$HERE/sweep_commit.py" "${M[@]}" --holes lines --n 500 --floors 6 --spread 1 --document --threads "$THREADS" \
+if [ -n "${HELDOUT:-}" ]; then
+  python3 "$HERE/sweep_commit.py" "${M[@]}" --holes functions --corpus "$HELDOUT" --all-files --n 600 "${POINT[@]}" \
+    --threads "$THREADS" --json "$OUT/heldout_functions.json" > "$OUT/heldout_functions.txt"
+fi
+python3 "$HERE/sweep_commit.py" "${M[@]}" --holes lines --n 500 "${POINT[@]}" --document --threads "$THREADS" \
   --json "$OUT/heldout_lines_document.json" > "$OUT/heldout_lines_document.txt"
 for bench in humaneval-single santacoder-fim; do
   for path in bare document; do

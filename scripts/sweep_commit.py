@@ -56,13 +56,29 @@ POLICIES: list[tuple[str, float, float, int]] = [
 ]
 
 
-def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000) -> list[tuple[str, str, str, str, str]]:
+def held_out_files(roots: list[str] | None = None, all_files: bool = False) -> list[Any]:
+    """The files holes are cut from: the validation split of ``roots`` (default: the training corpus's roots), or
+    with ``all_files`` every file under them (a root no checkpoint was trained on, e.g. ``algorithm_corpus.sh DIR
+    heldout``)."""
+    from pathlib import Path
+
+    from edit_engine.train import corpus
+
+    files = corpus.list_files([Path(r) for r in roots] if roots else None)
+    files = files if all_files else [f for f in files if f.split == "val"]
+    if not files:
+        raise SystemExit(f"sweep_commit.py: no {'files' if all_files else 'validation files'} under {roots}")
+    return files
+
+
+def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[str] | None = None,
+          all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
     """n (prefix, suffix, line, whole prefix, whole suffix) cuts: a non-blank line of a validation file, with its
     newline. The model sees the first two (cut for speed; the engine keeps fewer tokens anyway); the parse check
     rebuilds the whole file from the last two."""
     from edit_engine.train import corpus
 
-    files = [f for f in corpus.list_files() if f.split == "val"]
+    files = held_out_files(roots, all_files)
     rng = random.Random(seed)
     out: list[tuple[str, str, str, str, str]] = []
     while len(out) < n:
@@ -80,21 +96,25 @@ def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000) -> list[tuple[str
     return out
 
 
-def function_holes(n: int, seed: int = 0) -> list[tuple[str, str, str, str, str]]:
+def function_holes(n: int, seed: int = 0, roots: list[str] | None = None,
+                   all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
     """n cuts shaped like HumanEval single-line's, from held-out code: a standalone function of 5-25 lines with a
     docstring (a method is dedented to the top level), one body line after the docstring as the hole, and only
-    that function as the context. Same tuple as ``holes`` (the function is the whole file)."""
+    that function as the context. Same tuple as ``holes`` (the function is the whole file). No cut is drawn
+    twice; fewer than n come back when the files hold fewer."""
     import textwrap
 
     from edit_engine.train import corpus
 
-    files = [f for f in corpus.list_files() if f.split == "val"]
+    files = held_out_files(roots, all_files)
     rng = random.Random(seed)
     out: list[tuple[str, str, str, str, str]] = []
+    seen: set[tuple[str, int, int]] = set()
     tries = 0
     while len(out) < n and tries < 200 * n:
         tries += 1
-        text = corpus.read_text(rng.choice(files))
+        cf = rng.choice(files)
+        text = corpus.read_text(cf)
         if not text or len(text) > 300_000:
             continue
         with warnings.catch_warnings():
@@ -120,6 +140,9 @@ def function_holes(n: int, seed: int = 0) -> list[tuple[str, str, str, str, str]
         if not cands:
             continue
         i = rng.choice(cands)
+        if (str(cf.path), f.lineno, i) in seen:
+            continue
+        seen.add((str(cf.path), f.lineno, i))
         pre, suf = "".join(flines[:i]), "".join(flines[i + 1 :])
         line = flines[i] if flines[i].endswith("\n") else flines[i] + "\n"
         out.append((pre, suf, line, pre, suf))
@@ -159,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="lines: any line of a held-out file, with the file as context; functions: a body line of a "
                     "short held-out function with a docstring, with that function alone as context (HumanEval's "
                     "shape)")
+    ap.add_argument("--corpus", nargs="+", metavar="DIR",
+                    help="cut the holes from these source roots' validation files (default: the training corpus)")
+    ap.add_argument("--all-files", action="store_true",
+                    help="with --corpus: every file under the roots, not only the validation split (a root no "
+                    "checkpoint trained on, e.g. scripts/algorithm_corpus.sh DIR heldout)")
     ap.add_argument("--initial-canvas", type=int, default=16, help="canvas slots to start with (grows when full)")
     ap.add_argument("--spread", type=int, default=0, metavar="R",
                     help="every row with the spread floor of radius R (SamplerConfig.spread; 0 = off)")
@@ -177,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         known = {f for sc, thr, pthr, f in POLICIES if (sc, thr, pthr) == ("confidence", 0.9, 0.5)}
         if floors - known:
             ap.error(f"--floors: no policy row for {sorted(floors - known)} (rows have {sorted(known)})")
+    if a.all_files and not a.corpus:
+        ap.error("--all-files needs --corpus (every file of the training corpus is not held out)")
     if a.no_repair and not a.document:
         ap.error("--no-repair needs --document")
     if a.document and a.initial_canvas != 16:
@@ -192,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     from edit_engine.eval.harness import document_filler, edit_similarity, has_code
 
     eng = Engine.load(a.model, threads=a.threads)
-    cases = holes(a.n) if a.holes == "lines" else function_holes(a.n)
+    cases = (holes(a.n, roots=a.corpus, all_files=a.all_files) if a.holes == "lines"
+             else function_holes(a.n, roots=a.corpus, all_files=a.all_files))
     eng.infill(cases[0][0], cases[0][1])  # warm-up
     # The parse check counts only holes whose file parses as it is (some corpus files are Python 2 or templates).
     parse_ok_files = [parses(wp + line + ws) for _, _, line, wp, ws in cases]
@@ -206,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         nfe = toks = 0
         empty = parsed = code_parsed = 0
         ms: list[float] = []
+        sims: list[float] = []
         kw = dict(score=score, threshold=thr, pad_threshold=pthr, min_commit=floor, spread=a.spread,
                   remask=a.remask)
         doc_fill = (document_filler(eng, whole_lines=True, line_stop=not a.no_line_stop, repair=not a.no_repair,
@@ -225,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             ms.append((time.perf_counter() - t) * 1000)
             exact += fill == line
             acc += prefix_match(fill, line)
-            sim += edit_similarity(fill, line)
+            sims.append(edit_similarity(fill, line))
+            sim += sims[-1]
             nfe += r_nfe
             toks += r_tokens
             empty += not text.strip()
@@ -237,12 +270,13 @@ def main(argv: list[str] | None = None) -> int:
                "edit_sim": sim / n,
                "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n,
                "parse_ok": parsed / max(1, sum(parse_ok_files)),
-               "code_parse_ok": code_parsed / max(1, sum(parse_ok_files))}
+               "code_parse_ok": code_parsed / max(1, sum(parse_ok_files)),
+               "edit_sims": sims}  # per hole, in order, for paired comparisons of two checkpoints
         rows.append(row)
         print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
               f"{row['edit_sim']:>10.3f}{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}{row['code_parse_ok']:>7.2f}",
               flush=True)
-    res = {"model": str(eng.path), "holes": a.holes, "document": a.document, "repair": not a.no_repair, "initial_canvas": a.initial_canvas, "spread": a.spread, "remask": a.remask, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
+    res = {"model": str(eng.path), "holes": a.holes, "corpus": a.corpus, "all_files": a.all_files, "document": a.document, "repair": not a.no_repair, "initial_canvas": a.initial_canvas, "spread": a.spread, "remask": a.remask, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
            "command": " ".join(sys.argv)}
     if a.json:
         with open(a.json, "w") as f:

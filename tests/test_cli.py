@@ -70,6 +70,13 @@ def test_remask_out_of_range_is_a_usage_error(value: str) -> None:
     assert p.returncode == 2 and "--remask" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "x"])
+def test_pad_threshold_out_of_range_is_a_usage_error(value: str) -> None:
+    for cmd in (["infill", str(SAMPLE), "--line", "14", "--col", "5"], ["eval", "--benchmark", "humaneval-single"]):
+        p = run(*cmd, "--pad-threshold", value)
+        assert p.returncode == 2 and "--pad-threshold" in p.stderr and "Traceback" not in p.stderr
+
+
 def test_spread_radius_is_accepted() -> None:
     p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--spread", "2", "--min-commit", "4", "--json")
     assert p.returncode == 0, p.stderr

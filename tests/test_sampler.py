@@ -7,7 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edit_engine.model import DiffusionLM
-from edit_engine.sampler import SamplerConfig, denoise, line_decided, newline_tokens, reference_denoise
+from edit_engine.sampler import (
+    SamplerConfig,
+    decide_length,
+    denoise,
+    line_decided,
+    newline_tokens,
+    reference_denoise,
+)
 from edit_engine.tokenizer import Tokenizer
 
 CONTEXT = st.lists(st.integers(3, 511), max_size=24)
@@ -302,3 +309,29 @@ def test_remask_changes_a_run_and_off_is_the_old_sampler(tiny_model: DiffusionLM
     assert len(on) > len(plain)
     assert any(bool(((x.tokens != t.mask_id) & (y.tokens[: len(x.tokens)] == t.mask_id)).any())
                for x, y in zip(on, on[1:], strict=False)), "no draft went back to the mask"
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), c=st.integers(2, 40), lo=st.integers(0, 5),
+       t_low=st.floats(0.01, 0.99), t_gap=st.floats(0.0, 0.98))
+def test_a_lower_pad_threshold_never_sets_a_later_end(seed: int, c: int, lo: int, t_low: float,
+                                                       t_gap: float) -> None:
+    """The length rule ends the canvas at the first open slot whose pad probability reaches T, so a lower T
+    (``--pad-threshold``, sampler.json) sets the end at the same slot or earlier, never later. (The fill itself
+    can come out longer: where no slot reaches a high T nothing is decided and the model may end the line with
+    a newline early, while a lower T's end forbids pads before it; docs/experiments.md, "The length
+    threshold".)"""
+    g = torch.Generator().manual_seed(seed)
+    vocab, pad_id, mask_id = 12, 0, 1
+    logits = torch.randn(1, c, vocab, generator=g) * 3
+    ends = []
+    for t in (t_low, min(1.0, t_low + t_gap)):
+        canvas = torch.full((1, c), mask_id)
+        masked = torch.ones(1, c, dtype=torch.bool)
+        ban = torch.zeros(1, c, dtype=torch.bool)
+        decide_length(logits.clone(), canvas, masked, ban, min(lo, c - 1), SamplerConfig(pad_threshold=t),
+                      pad_id, mask_id)
+        pads = (canvas[0] == pad_id).nonzero()
+        ends.append(int(pads[0]) if len(pads) else c)
+        assert bool((canvas[0, ends[-1]:] == pad_id).all())  # everything from the end on is a pad
+    assert ends[0] <= ends[1]
