@@ -37,6 +37,17 @@ def pad_threshold_arg(text: str) -> float:
     return v
 
 
+def floor_ramp_arg(text: str) -> int:
+    """``--floor-ramp R``: the floor's first-pass size, an integer >= 0 (0 = off; ``SamplerConfig.floor_ramp``)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"give 0 (off) or a first-pass floor >= 1; got {text}")
+    return v
+
+
 def remask_arg(text: str) -> float:
     """``--remask P``: a probability, 0 <= P < 1 (0 = off), as ``SamplerConfig.remask`` takes it."""
     try:
@@ -84,6 +95,9 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--pad-threshold", type=pad_threshold_arg, metavar="T",
                    help="length rule: the fill ends at the first slot whose pad probability reaches T (lower: "
                    "shorter fills; default: the model's sampler.json, else 0.5)")
+    p.add_argument("--floor-ramp", type=floor_ramp_arg, metavar="R",
+                   help="the floor ramps up over the first passes: R slots, then 2R, 4R, ... up to --min-commit "
+                   "(0 = off; default: the model's sampler.json)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -122,7 +136,8 @@ def _infill(a: argparse.Namespace) -> int:
         raise UserError(str(e)) from e
     engine = Engine.load(a.model)
     overrides = set_overrides(threshold=a.threshold, temperature=a.temperature, min_commit=a.min_commit,
-                              spread=a.spread, remask=a.remask, pad_threshold=a.pad_threshold)
+                              spread=a.spread, remask=a.remask, pad_threshold=a.pad_threshold,
+                              floor_ramp=a.floor_ramp)
     lang = a.language or language_for_path(path)
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
               repair=not a.no_repair, **overrides)

@@ -3,9 +3,14 @@
 ``denoise`` (the fast sampler) encodes the context once (``DiffusionLM.encode_context``) and runs each pass on
 the canvas rows only. Every pass it scores the masked slots and commits all whose score clears a threshold, at
 least ``min_commit`` and at most ``max_commit`` of them (Fast-dLLM, Wu et al. 2025, Sec. 3.2, "threshold
-parallel decoding"). Fill length: the canvas starts at ``initial_canvas`` slots; the model predicts ``<|pad|>``
-for slots past the end of the fill; when every slot holds a real token the canvas grows (doubling, up to
-``max_tokens``) and decoding continues on the new masks. No oracle length.
+parallel decoding"). With ``floor_ramp`` R > 0 the floor ramps up over a fresh canvas's first passes: R slots
+in the first pass, twice as many in each pass after it, up to ``min_commit`` (R, 2R, 4R, ...; MaskGIT's schedule
+idea, Chang et al. 2022). The first pass chooses with nothing of the fill decided, and each slot it commits is a
+guess made independently of the others; later passes condition on what is already there.
+
+Fill length: the canvas starts at ``initial_canvas`` slots; the model predicts ``<|pad|>`` for slots past the
+end of the fill; when every slot holds a real token the canvas grows (doubling, up to ``max_tokens``) and
+decoding continues on the new masks. No oracle length.
 
 Pad rules (the training layout puts pads only at the canvas tail): a slot before the last committed real token
 cannot become a pad, and once a pad is committed every later masked slot becomes a pad in the same pass. The
@@ -93,6 +98,9 @@ class SamplerConfig:
     # ``min_commit`` slots are masked, the floor takes them all (kernels.commit.commit_mask_ref). true in JSON = 1.
     spread: int = 0
     max_commit: int = 0  # ceiling: at most this many per pass (0 = no ceiling)
+    # R > 0: the floor ramps up over a fresh canvas's passes, R, 2R, 4R, ... up to ``min_commit`` (module doc;
+    # ``floor_at``). Canvases given to the run (repair, rewrite) keep ``min_commit`` from their first pass. 0 = off.
+    floor_ramp: int = 0
     temperature: float = 0.0  # 0 = greedy; > 0 samples each slot's token from softmax(logits / T)
     initial_canvas: int = 16  # slots of the first canvas
     max_tokens: int = 128  # the canvas never grows past this
@@ -118,6 +126,8 @@ class SamplerConfig:
             raise ValueError("min_commit must be >= 1 and max_commit >= 0")
         if self.max_commit and self.max_commit < self.min_commit:
             raise ValueError("max_commit must be >= min_commit")
+        if self.floor_ramp < 0:
+            raise ValueError("floor_ramp must be >= 0 (0 = off)")
         if self.initial_canvas < 1 or self.max_tokens < 1:
             raise ValueError("initial_canvas and max_tokens must be >= 1")
         if self.temperature < 0:
@@ -130,6 +140,13 @@ class SamplerConfig:
             raise ValueError("remask must be a probability, 0 <= remask < 1 (0 = off)")
         if not 0 <= self.remask_limit <= 100:
             raise ValueError("remask_limit must be between 0 and 100")
+
+    def floor_at(self, n_pass: int) -> int:
+        """The floor of pass ``n_pass`` (0-based) over a fresh canvas: ``min_commit``, or with ``floor_ramp``
+        R > 0, R * 2**n_pass capped at ``min_commit`` (so a ramp above ``min_commit`` is ``min_commit``)."""
+        if self.floor_ramp <= 0:
+            return self.min_commit
+        return min(self.min_commit, self.floor_ramp << min(n_pass, 30))
 
     def with_(self, **kw: object) -> SamplerConfig:
         return replace(self, **kw)  # type: ignore[arg-type]
@@ -255,17 +272,19 @@ def commit_pass(
     gen: torch.Generator | None = None,
     length_ban: torch.Tensor | None = None,
     budget: torch.Tensor | None = None,
+    floor: int | None = None,
 ) -> None:
     """One pass's decision, shared by every sampler: remask doubted drafts (``budget``: ``remask_budget``'s
-    tensor, None = off), constrain, score, commit, propagate pads (in place)."""
+    tensor, None = off), constrain, score, commit, propagate pads (in place). ``floor``: this pass's floor
+    (``cfg.floor_at``; None = ``cfg.min_commit``)."""
     redo = remask_drafts(logits, canvas, masked, budget, cfg, pad_id, mask_id) if budget is not None else None
     logits[..., mask_id] = float("-inf")  # the model never commits a mask
     # A remasked slot counts as real here (not masked, not a pad): pads stay banned up to it, so the length the
     # run chose holds and the slot is refilled with a real token.
     logits[..., pad_id].masked_fill_(_pad_banned(canvas, masked, pad_id, cfg, length_ban), float("-inf"))
     kernels.commit_step(
-        logits, canvas, masked, cfg.threshold, cfg.score, cfg.min_commit, cfg.max_commit,
-        _choice(logits, cfg.temperature, gen), cfg.spread,
+        logits, canvas, masked, cfg.threshold, cfg.score, cfg.min_commit if floor is None else floor,
+        cfg.max_commit, _choice(logits, cfg.temperature, gen), cfg.spread,
     )
     if redo is not None:
         masked |= redo
@@ -342,6 +361,7 @@ def denoise(
         yield Step(0, canvas[0].clone(), 0, 0, True, "complete" if n_pad else "length")
         return
     use_length = cfg.pad_threshold > 0 and init is None  # repair / rewrite canvases keep their own length
+    ramp = init is None  # the floor ramp (cfg.floor_at) is for a fresh canvas
     length_ban = torch.zeros_like(masked)
     budget = remask_budget(masked, cfg)
     open_from: int | None = 0 if use_length else None  # slots from here await the length decision
@@ -350,10 +370,11 @@ def denoise(
     while True:
         if should_stop is not None and should_stop():
             return
+        floor = cfg.floor_at(nfe) if ramp else cfg.min_commit
         if open_from is not None:
             logits = model.canvas_logits(canvas, cache)  # (B, C, V): the length pass needs pad probabilities
             decide_length(logits, canvas, masked, length_ban, open_from, cfg, pad_id, mask_id)
-            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget)
+            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor)
             open_from = None
         elif cfg.temperature <= 0 and budget is None and isinstance(model, DiffusionLM):
             # Greedy with a tied head: (token, score) straight from the hidden states; on GPUs with a large
@@ -362,13 +383,12 @@ def denoise(
             ban = _pad_banned(canvas, masked, pad_id, cfg, length_ban)
             with torch.no_grad():  # the head's weight is a parameter: no graph, and the Triton path on a GPU
                 idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, ban)
-            kernels.commit_from_stats(idx, sc, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit,
-                                      cfg.spread)
+            kernels.commit_from_stats(idx, sc, canvas, masked, cfg.threshold, floor, cfg.max_commit, cfg.spread)
             if cfg.pad_rules:
                 _propagate_pads(canvas, masked, pad_id)
         else:
             logits = model.canvas_logits(canvas, cache)  # (B, C, V)
-            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget)
+            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor)
         nfe += 1
         if cfg.line_stop:
             assert line_end is not None

@@ -27,6 +27,7 @@ class Settings:
     min_commit: int | None = None  # tokens committed per pass at least; None = the model's sampler.json (or 1)
     spread: int | None = None  # no two floor picks within this many slots (0 = off); None = sampler.json
     remask: float | None = None  # self-correction bar (SamplerConfig.remask; 0 = off); None = sampler.json
+    floor_ramp: int | None = None  # first-pass floor, doubling up to min_commit (0 = off); None = sampler.json
     stream_passes: bool = False  # send editEngine/pass notifications while denoising
 
     def overrides(self) -> dict[str, Any]:
@@ -34,7 +35,7 @@ class Settings:
         from edit_engine.sampler import set_overrides
 
         return set_overrides(threshold=self.threshold, min_commit=self.min_commit, spread=self.spread,
-                             remask=self.remask)
+                             remask=self.remask, floor_ramp=self.floor_ramp)
 
 
 # camelCase wire key -> (field name, validator). A validator returns the value or raises ValueError.
@@ -78,6 +79,14 @@ def _remask(v: Any) -> float | None:
     return float(v)
 
 
+def _floor_ramp(v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError("expected an integer >= 0 (0 = off)")
+    return v
+
+
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
         raise ValueError("expected true or false")
@@ -91,6 +100,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "minCommit": ("min_commit", _max_tokens),
     "spread": ("spread", _spread),
     "remask": ("remask", _remask),
+    "floorRamp": ("floor_ramp", _floor_ramp),
     "streamPasses": ("stream_passes", _bool),
 }
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}

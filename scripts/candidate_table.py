@@ -70,9 +70,10 @@ def value(folder: Path, name: str, key: str) -> float | None:
 
 
 def _sampler(d: dict[str, Any]) -> dict[str, Any] | None:
-    """A result's sampler settings; results written before eval recorded pad_threshold ran at its default."""
+    """A result's sampler settings; results written before eval recorded pad_threshold or floor_ramp ran at their
+    defaults."""
     s = d.get("sampler")
-    return {"pad_threshold": 0.5, **s} if isinstance(s, dict) else s
+    return {"pad_threshold": 0.5, "floor_ramp": 0, **s} if isinstance(s, dict) else s
 
 
 def sampler_mismatches(folders: list[Path]) -> list[str]:

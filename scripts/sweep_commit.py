@@ -1,7 +1,8 @@
 """The commit policy's speed-quality curve, measured on held-out code (never on the benchmarks).
 
     python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions] [--floors 1,4] [--spread R]
-                                   [--pad-thresholds 0.3,0.5] [--document [--no-repair]] [--initial-canvas N]
+                                   [--pad-thresholds 0.3,0.5] [--floor-ramp R] [--document [--no-repair]]
+                                   [--initial-canvas N]
                                    [--json OUT]
 
 ``--document`` fills each hole through the editor's path (``Engine.complete``: planner, post-processing, the
@@ -190,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--initial-canvas", type=int, default=16, help="canvas slots to start with (grows when full)")
     ap.add_argument("--spread", type=int, default=0, metavar="R",
                     help="every row with the spread floor of radius R (SamplerConfig.spread; 0 = off)")
+    ap.add_argument("--floor-ramp", type=int, default=0, metavar="R",
+                    help="every row with the floor ramped up over the first passes, R, 2R, 4R, ... up to the row's "
+                    "floor (SamplerConfig.floor_ramp; 0 = off)")
     ap.add_argument("--remask", type=float, default=0.0, metavar="P",
                     help="every row with remasking below P (SamplerConfig.remask; models trained with --corrupt)")
     ap.add_argument("--floors", help="only the default policy (confidence, 0.9) at these floors, e.g. 1,2,4")
@@ -198,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                          "its own (planner, post-processing, parse check and repair), as eval --document does")
     ap.add_argument("--no-repair", action="store_true", help="with --document: no repair rounds")
     ap.add_argument("--pad-thresholds", metavar="T,T",
-                    help="with --floors: each floor at these length-rule thresholds (default 0.5), e.g. 0.3,0.5,0.7")
+                    help="with --floors: each floor at these length-rule thresholds (default 0.5; 0 = the rule off, pads "
+                    "slot by slot), e.g. 0.3,0.5,0.7")
     a = ap.parse_args(argv)
     floors = {int(x) for x in a.floors.split(",")} if a.floors else None
     if floors is not None:
@@ -214,8 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     pads = [float(x) for x in a.pad_thresholds.split(",")] if a.pad_thresholds else [0.5]
     if a.pad_thresholds and floors is None:
         ap.error("--pad-thresholds needs --floors")
-    if not all(0.0 < p < 1.0 for p in pads):
-        ap.error("--pad-thresholds: each in (0, 1)")
+    if a.floor_ramp < 0:
+        ap.error("--floor-ramp: 0 (off) or a first-pass floor >= 1")
+    if not all(0.0 <= p <= 1.0 for p in pads):  # SamplerConfig's range; 0 turns the length rule off
+        ap.error("--pad-thresholds: each between 0 and 1 (0: the length rule off)")
     policies = POLICIES if floors is None else [("confidence", 0.9, p, f) for f in sorted(floors) for p in pads]
     from edit_engine import Engine
     from edit_engine.eval.benchmarks import Task
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         ms: list[float] = []
         sims: list[float] = []
         kw = dict(score=score, threshold=thr, pad_threshold=pthr, min_commit=floor, spread=a.spread,
-                  remask=a.remask)
+                  remask=a.remask, floor_ramp=a.floor_ramp)
         doc_fill = (document_filler(eng, whole_lines=True, line_stop=not a.no_line_stop, repair=not a.no_repair,
                                     **kw) if a.document else None)
         for (pre, suf, line, whole_pre, whole_suf), check in zip(cases, parse_ok_files, strict=True):
@@ -266,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             parsed += ok
             code_parsed += ok and has_code(fill)
         n = len(cases)
-        row = {"score": score, "threshold": thr, "pad_threshold": pthr, "min_commit": floor, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
+        row = {"score": score, "threshold": thr, "pad_threshold": pthr, "min_commit": floor,
+               "floor_ramp": a.floor_ramp, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
                "edit_sim": sim / n,
                "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n,
                "parse_ok": parsed / max(1, sum(parse_ok_files)),

@@ -77,6 +77,24 @@ def test_pad_threshold_out_of_range_is_a_usage_error(value: str) -> None:
         assert p.returncode == 2 and "--pad-threshold" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("value", ["-1", "1.5", "x"])
+def test_floor_ramp_out_of_range_is_a_usage_error(value: str) -> None:
+    for cmd in (["infill", str(SAMPLE), "--line", "14", "--col", "5"], ["eval", "--benchmark", "humaneval-single"]):
+        p = run(*cmd, "--floor-ramp", value)
+        assert p.returncode == 2 and "--floor-ramp" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_floor_ramp_takes_more_passes_than_the_full_floor() -> None:
+    """The first pass commits one slot instead of the floor's eight, so a fill of several tokens takes more
+    passes (no repair rounds: they would add passes of their own)."""
+    args = ("infill", str(SAMPLE), "--line", "14", "--col", "5", "--min-commit", "8", "--no-spread",
+            "--threshold", "2", "--no-repair", "--json")
+    full, ramp = run(*args), run(*args, "--floor-ramp", "1")
+    assert full.returncode == 0 and ramp.returncode == 0, (full.stderr, ramp.stderr)
+    f, r = json.loads(full.stdout), json.loads(ramp.stdout)
+    assert r["tokens"] > 1 and r["nfe"] > f["nfe"], (f, r)
+
+
 def test_spread_radius_is_accepted() -> None:
     p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--spread", "2", "--min-commit", "4", "--json")
     assert p.returncode == 0, p.stderr

@@ -186,7 +186,7 @@ def test_bad_config_rejected() -> None:
     import pytest
 
     for kw in ({"score": "vibes"}, {"min_commit": 0}, {"max_commit": 1, "min_commit": 2}, {"temperature": -1},
-               {"remask": -0.1}, {"remask": 1.0}, {"remask_limit": -1}):
+               {"remask": -0.1}, {"remask": 1.0}, {"remask_limit": -1}, {"floor_ramp": -1}):
         with pytest.raises(ValueError):
             SamplerConfig(**kw)  # type: ignore[arg-type]
 
@@ -335,3 +335,46 @@ def test_a_lower_pad_threshold_never_sets_a_later_end(seed: int, c: int, lo: int
         ends.append(int(pads[0]) if len(pads) else c)
         assert bool((canvas[0, ends[-1]:] == pad_id).all())  # everything from the end on is a pad
     assert ends[0] <= ends[1]
+
+
+def test_floor_at_ramps_by_doubling_up_to_min_commit() -> None:
+    assert [SamplerConfig(min_commit=8, floor_ramp=1).floor_at(t) for t in range(6)] == [1, 2, 4, 8, 8, 8]
+    assert [SamplerConfig(min_commit=6, floor_ramp=1).floor_at(t) for t in range(5)] == [1, 2, 4, 6, 6]
+    assert [SamplerConfig(min_commit=6, floor_ramp=3).floor_at(t) for t in range(3)] == [3, 6, 6]
+    assert [SamplerConfig(min_commit=6).floor_at(t) for t in range(3)] == [6, 6, 6]  # off
+    assert SamplerConfig(min_commit=2, floor_ramp=5).floor_at(0) == 2  # a ramp above the floor is the floor
+    assert SamplerConfig(min_commit=8, floor_ramp=1).floor_at(10**6) == 8  # no overflow on long runs
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=CONTEXT, s=CONTEXT, floor=st.integers(1, 12), ramp=st.integers(0, 12), size=st.sampled_from([4, 9, 16]),
+       spread=st.sampled_from([0, 1]))
+def test_floor_ramp_sets_how_many_each_pass_commits(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer, p, s,
+                                                    floor: int, ramp: int, size: int, spread: int) -> None:
+    """With only the floor committing (threshold above 1) and pads banned, pass t of a fresh canvas commits
+    exactly ``floor_at(t)`` slots (all that are left once no more than that are masked); with the ramp off, the
+    run is exactly the plain floor's. The spread floor may commit fewer (never more) in a pass while more than the
+    floor are masked."""
+    cfg = SamplerConfig(threshold=2.0, min_commit=floor, floor_ramp=ramp, initial_canvas=size, max_tokens=size,
+                        min_tokens=size, pad_threshold=0.0, spread=spread)
+    steps = _run(tiny_model, tiny_tokenizer, p, s, cfg)
+    left = [size] + [st_.masked for st_ in steps]
+    done = [a - b for a, b in zip(left, left[1:], strict=False)]
+    for t, n in enumerate(done):
+        want = min(left[t], cfg.floor_at(t))
+        assert n == want if (spread == 0 or left[t] <= cfg.floor_at(t)) else 1 <= n <= want, (t, done)
+    assert steps[-1].final and steps[-1].masked == 0
+    if ramp == 0:
+        plain = _run(tiny_model, tiny_tokenizer, p, s, cfg.with_(floor_ramp=0))
+        assert [x.tokens.tolist() for x in steps] == [x.tokens.tolist() for x in plain]
+
+
+def test_floor_ramp_skips_a_given_canvas(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
+    """A canvas given to the run (repair, rewrite) is not fresh: its first pass commits the full floor."""
+    t = tiny_tokenizer
+    cfg = SamplerConfig(threshold=2.0, min_commit=4, floor_ramp=1, initial_canvas=8, max_tokens=8, min_tokens=8,
+                        pad_threshold=0.0)
+    cache = tiny_model.encode_context([[5, 6]], [[7]], capacity=8)
+    init = torch.tensor([40] + [t.mask_id] * 7)
+    first = next(iter(denoise(tiny_model, cache, cfg, t.pad_id, t.mask_id, init=init)))
+    assert first.masked == 3  # 7 masked, the floor of 4 committed in one pass

@@ -240,3 +240,10 @@ def test_remasking_in_the_scheduler_equals_the_engine(engine: Engine, reqs: list
     """Remasking (the sampler's self-correction) runs the same in the server's scheduler: its budget is kept per
     job and grows with the canvas. (The random tiny model doubts its drafts, so slots do go back to the mask.)"""
     _unbatched_equals_engine(engine, reqs, remask=0.9, min_commit=2, remask_limit=2)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reqs=st.lists(st.tuples(CODE, CODE, st.integers(1, 32), st.integers(1, 16)), min_size=1, max_size=3))
+def test_floor_ramp_in_the_scheduler_equals_the_engine(engine: Engine, reqs: list[tuple[str, str, int, int]]) -> None:
+    """The floor ramp (the sampler's floor per pass of a fresh canvas) runs the same in the server's scheduler."""
+    _unbatched_equals_engine(engine, reqs, min_commit=6, floor_ramp=1, spread=1)

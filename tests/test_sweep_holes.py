@@ -86,7 +86,7 @@ def test_verdict_reads_drafts_without_changing_fills(tiny_checkpoint: Path, tmp_
 
 def test_sweep_runs_each_floor_at_each_pad_threshold(tiny_checkpoint: Path, tmp_path: Path) -> None:
     """``--pad-thresholds`` crosses the floors with the length rule's thresholds, one row each, in order; it is
-    refused without ``--floors`` and outside (0, 1), as are ``--no-repair`` without ``--document`` and
+    refused without ``--floors`` and outside [0, 1] (0: the length rule off, as in ``SamplerConfig``), as are ``--no-repair`` without ``--document`` and
     ``--initial-canvas`` with it."""
     import json
 
@@ -94,10 +94,11 @@ def test_sweep_runs_each_floor_at_each_pad_threshold(tiny_checkpoint: Path, tmp_
 
     out = tmp_path / "s.json"
     assert sweep_commit.main(["--model", str(tiny_checkpoint), "--n", "2", "--floors", "1,2",
-                              "--pad-thresholds", "0.3,0.7", "--json", str(out)]) == 0
+                              "--pad-thresholds", "0,0.7", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert [(r["min_commit"], r["pad_threshold"]) for r in rows] == [(1, 0.3), (1, 0.7), (2, 0.3), (2, 0.7)]
-    for bad in (["--pad-thresholds", "0.5"], ["--floors", "2", "--pad-thresholds", "1.5"], ["--no-repair"],
+    assert [(r["min_commit"], r["pad_threshold"]) for r in rows] == [(1, 0.0), (1, 0.7), (2, 0.0), (2, 0.7)]
+    for bad in (["--pad-thresholds", "0.5"], ["--floors", "2", "--pad-thresholds", "1.5"],
+                ["--floors", "2", "--pad-thresholds", "-0.1"], ["--no-repair"],
                 ["--document", "--initial-canvas", "8"]):
         with pytest.raises(SystemExit):
             sweep_commit.main(["--model", str(tiny_checkpoint), "--n", "2", *bad])

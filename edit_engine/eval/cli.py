@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ..cli import UserError, _command, pad_threshold_arg, remask_arg, spread_arg
+from ..cli import UserError, _command, floor_ramp_arg, pad_threshold_arg, remask_arg, spread_arg
 from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
 
 
@@ -45,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--pad-threshold", type=pad_threshold_arg, metavar="T",
                    help="length rule: the fill ends at the first slot whose pad probability reaches T (default: the "
                    "model's sampler.json, else 0.5)")
+    p.add_argument("--floor-ramp", type=floor_ramp_arg, metavar="R",
+                   help="the floor ramps up over the first passes: R slots, then 2R, 4R, ... up to --min-commit "
+                   "(0 = off; default: the model's sampler.json)")
     fill = p.add_mutually_exclusive_group()
     fill.add_argument("--canonical", action="store_true", help="self-test: fill with the canonical solutions")
     fill.add_argument("--empty", action="store_true", help="floor: fill every hole with the empty string")
@@ -111,7 +114,7 @@ def _eval(a: argparse.Namespace) -> int:
 
         engine = Engine.load(a.model, threads=a.threads or None)
         overrides = set_overrides(threshold=a.threshold, min_commit=a.min_commit, score=a.score, spread=a.spread,
-                                  remask=a.remask, pad_threshold=a.pad_threshold)
+                                  remask=a.remask, pad_threshold=a.pad_threshold, floor_ramp=a.floor_ramp)
         line_stop = not (a.no_line_stop or a.no_truncate)
         if a.document:
             filler = document_filler(engine, whole_lines=a.benchmark in ("humaneval-single", "humaneval-multi"),
@@ -122,7 +125,7 @@ def _eval(a: argparse.Namespace) -> int:
             filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
         eff = engine.sampler_for(overrides)  # the checkpoint's sampler.json with this command's overrides
         sampler_used = {k: getattr(eff, k) for k in ("threshold", "score", "min_commit", "max_commit", "spread",
-                                                      "remask", "pad_threshold")}
+                                                      "remask", "pad_threshold", "floor_ramp")}
         model_name = str(engine.path or "")
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
 

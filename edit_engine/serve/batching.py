@@ -498,7 +498,7 @@ class Scheduler:
                               tok.mask_id)
                 a.open_from = None
             commit_pass(row, a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen, a.length_ban,
-                        a.budget)
+                        a.budget, a.job.cfg.floor_at(a.nfe))  # a fresh canvas: the sampler's floor ramp
             a.nfe += 1
         # One host read for the whole batch, per row: masked count, whether a pad was committed, and whether the
         # first line is decided (the sampler's line stop, for rows that ask for it).
