@@ -86,10 +86,11 @@ def test_floor_ramp_out_of_range_is_a_usage_error(value: str) -> None:
 
 def test_floor_ramp_takes_more_passes_than_the_full_floor() -> None:
     """The first pass commits one slot instead of the floor's eight, so a fill of several tokens takes more
-    passes (no repair rounds: they would add passes of their own)."""
+    passes (no repair rounds: they would add passes of their own). ``--floor-ramp 0`` overrides the packaged
+    model's ramp."""
     args = ("infill", str(SAMPLE), "--line", "14", "--col", "5", "--min-commit", "8", "--no-spread",
             "--threshold", "2", "--no-repair", "--json")
-    full, ramp = run(*args), run(*args, "--floor-ramp", "1")
+    full, ramp = run(*args, "--floor-ramp", "0"), run(*args, "--floor-ramp", "1")
     assert full.returncode == 0 and ramp.returncode == 0, (full.stderr, ramp.stderr)
     f, r = json.loads(full.stdout), json.loads(ramp.stdout)
     assert r["tokens"] > 1 and r["nfe"] > f["nfe"], (f, r)

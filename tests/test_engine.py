@@ -180,7 +180,8 @@ def test_checkpoint_sampler_settings(tmp_path: Path, tiny_checkpoint: Path) -> N
 
     from edit_engine.sampler import SamplerConfig
 
-    assert Engine.load().sampler.min_commit == 6  # the packaged model's measured floor (sampler.json)
+    packaged = Engine.load().sampler  # the packaged model's measured point (sampler.json)
+    assert (packaged.min_commit, packaged.floor_ramp) == (8, 1)
     d = tmp_path / "ck"
     shutil.copytree(tiny_checkpoint, d)
     assert Engine.load(d).sampler == SamplerConfig()
