@@ -52,6 +52,7 @@ function settings(): Record<string, unknown> {
     minCommit: c.get<number | null>("minCommit", null),
     spread: c.get<number | null>("spread", null),
     remask: c.get<number | null>("remask", null),
+    floorRamp: c.get<number | null>("floorRamp", null),
     streamPasses: c.get<boolean>("streamPasses", true),
   };
 }
