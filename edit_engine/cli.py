@@ -48,6 +48,24 @@ def floor_ramp_arg(text: str) -> int:
     return v
 
 
+def add_sampler_args(p: argparse.ArgumentParser) -> None:
+    """The sampler flags ``infill`` and ``eval`` share: --spread/--no-spread, --remask, --pad-threshold and
+    --floor-ramp (each None unless given, so the model's sampler.json holds)."""
+    p.add_argument("--spread", type=spread_arg, default=None, metavar="R",
+                   help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
+                   "default: the model's sampler.json)")
+    p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
+    p.add_argument("--remask", type=remask_arg, metavar="P",
+                   help="self-correction: remask committed tokens whose probability falls below P (models trained "
+                   "with --corrupt; 0 = off; default: the model's sampler.json)")
+    p.add_argument("--pad-threshold", type=pad_threshold_arg, metavar="T",
+                   help="length rule: the fill ends at the first slot whose pad probability reaches T (lower: "
+                   "shorter fills; default: the model's sampler.json, else 0.5)")
+    p.add_argument("--floor-ramp", type=floor_ramp_arg, metavar="R",
+                   help="the floor ramps up over the first passes: R slots, then 2R, 4R, ... up to --min-commit "
+                   "(0 = off; default: the model's sampler.json)")
+
+
 def remask_arg(text: str) -> float:
     """``--remask P``: a probability, 0 <= P < 1 (0 = off), as ``SamplerConfig.remask`` takes it."""
     try:
@@ -85,19 +103,7 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--threshold", type=float, help="confidence needed to commit a token in parallel")
     p.add_argument("--min-commit", type=int, help="commit at least this many tokens per pass (default: the "
                    "model's sampler.json, else 1)")
-    p.add_argument("--spread", type=spread_arg, default=None, metavar="R",
-                   help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
-                   "default: the model's sampler.json)")
-    p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
-    p.add_argument("--remask", type=remask_arg, metavar="P",
-                   help="self-correction: remask committed tokens whose probability falls below P (models trained "
-                   "with --corrupt; 0 = off; default: the model's sampler.json)")
-    p.add_argument("--pad-threshold", type=pad_threshold_arg, metavar="T",
-                   help="length rule: the fill ends at the first slot whose pad probability reaches T (lower: "
-                   "shorter fills; default: the model's sampler.json, else 0.5)")
-    p.add_argument("--floor-ramp", type=floor_ramp_arg, metavar="R",
-                   help="the floor ramps up over the first passes: R slots, then 2R, 4R, ... up to --min-commit "
-                   "(0 = off; default: the model's sampler.json)")
+    add_sampler_args(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print one JSON object")

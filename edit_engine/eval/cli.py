@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ..cli import UserError, _command, floor_ramp_arg, pad_threshold_arg, remask_arg, spread_arg
+from ..cli import UserError, _command, add_sampler_args
 from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
 
 
@@ -35,19 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--threshold", type=float, help="sampler confidence threshold")
     p.add_argument("--min-commit", type=int, help="sampler floor: slots committed per pass at least")
     p.add_argument("--score", choices=("confidence", "margin", "entropy"), help="sampler commit score")
-    p.add_argument("--spread", type=spread_arg, default=None, metavar="R",
-                   help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
-                   "default: the model's sampler.json)")
-    p.add_argument("--no-spread", dest="spread", action="store_const", const=0, help="the plain floor")
-    p.add_argument("--remask", type=remask_arg, metavar="P",
-                   help="self-correction: remask committed tokens whose probability falls below P (models trained "
-                   "with --corrupt; 0 = off; default: the model's sampler.json)")
-    p.add_argument("--pad-threshold", type=pad_threshold_arg, metavar="T",
-                   help="length rule: the fill ends at the first slot whose pad probability reaches T (default: the "
-                   "model's sampler.json, else 0.5)")
-    p.add_argument("--floor-ramp", type=floor_ramp_arg, metavar="R",
-                   help="the floor ramps up over the first passes: R slots, then 2R, 4R, ... up to --min-commit "
-                   "(0 = off; default: the model's sampler.json)")
+    add_sampler_args(p)
     fill = p.add_mutually_exclusive_group()
     fill.add_argument("--canonical", action="store_true", help="self-test: fill with the canonical solutions")
     fill.add_argument("--empty", action="store_true", help="floor: fill every hole with the empty string")
