@@ -570,7 +570,7 @@ class Engine:
         timings: dict[str, float] = {"parse": 0.0, "repair": 0.0}
         found = self._judge(dp, st, fill, stop_reason, should_stop, timings)
         if found is None:
-            yield st.final(pl)
+            yield self._final(dp, st, timings)
             return
         yield Pass(st.index, fill, 0, False, st.nfe, pl.start, pl.end)
         st.index += 1
@@ -755,7 +755,21 @@ class Engine:
             st.index += 1
             t_round = time.perf_counter()
             init = self._remask(dp, cache, last.tokens, fill, found, st)
-        yield st.final(pl)
+        yield self._final(dp, st, timings)
+
+    def _final(self, dp: DocumentPlan, st: _Rounds, timings: dict[str, float]) -> Pass:
+        """The final pass: the best fill of the rounds; when even that one still breaks the parse, its longest
+        prefix that does not and still holds code (``repair.salvage``; ``timings["salvage"]`` then says so)."""
+        assert st.best is not None
+        if st.best[1] > 0 and dp.checks:
+            t = time.perf_counter()
+            cut = repair.salvage(dp.doc, dp.start, dp.end, st.best[0])
+            if cut is not None:
+                st.best = (cut, 0)
+                timings["salvage"] = (time.perf_counter() - t) * 1e3
+            else:
+                timings["parse"] = timings.get("parse", 0.0) + (time.perf_counter() - t) * 1e3
+        return st.final(dp.plan)
 
     def _judge(self, dp: DocumentPlan, st: _Rounds, fill: str, stop_reason: str,
                should_stop: Callable[[], bool] | None, timings: dict[str, float]) -> repair.Check | None:

@@ -5,12 +5,18 @@ MISSING nodes the document did not have (same kind at the same place once the ed
 fill's. ``check`` returns them as character ranges of the fill; ``remask`` turns them into a partly decided canvas
 for ``sampler.denoise(..., init=...)``: the slots whose text overlaps a broken node, plus the least confident
 slots around each, are masked again; the rest are kept. The engine runs at most ``MAX_ROUNDS`` such rounds.
+
+When the rounds run out and the best fill still breaks the parse, ``salvage`` cuts it back to its longest prefix
+that breaks nothing and still holds code (whole lines first, then at token boundaries within the first broken
+line): an editor should not insert an edit that breaks code that parsed, when part of it does not.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import re
+import time
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,6 +26,9 @@ import tree_sitter as ts
 
 from .syntax import Document, broken_nodes
 
+SALVAGE_CHECKS = 16  # at most this many cut points are parsed (longest first) when salvaging a broken fill,
+SALVAGE_COMPILES = 4  # and at most this many of the tree-sitter-clean ones compiled (Python: the whole text)
+SALVAGE_MS = 25.0  # and no new parse starts after this long (a large document costs ~10-35 ms a parse)
 MAX_ROUNDS = 2  # each round costs one scoring pass plus a few denoising passes
 WINDOW = 4  # slots either side of a broken range in which the least confident are re-masked too
 AROUND = 2  # that many of them
@@ -77,12 +86,15 @@ def _compile_check(doc: Document, start: int, end: int, fill: str) -> tuple[int,
     return new
 
 
-def check(doc: Document, start: int, end: int, fill: str) -> Check:
-    """What replacing ``doc.text[start:end]`` by ``fill`` breaks (nothing for a document without a grammar)."""
+def check(doc: Document, start: int, end: int, fill: str, compile_check: bool = True) -> Check:
+    """What replacing ``doc.text[start:end]`` by ``fill`` breaks (nothing for a document without a grammar).
+    ``compile_check=False``: the tree-sitter parse only (incremental, so cheap in a large document; Python's own
+    compile check parses the whole text)."""
     tree = doc.parse_with(start, end, fill)
     if tree is None or doc.tree is None:
         return Check(0, [], False)
-    extra = _compile_check(doc, start, end, fill) if doc.grammar.compile_check == "python" else None
+    extra = (_compile_check(doc, start, end, fill)
+             if compile_check and doc.grammar.compile_check == "python" else None)
     more = Check(0, [], False)
     if extra is not None:  # the broken line, clipped to the fill; outside it counts as "elsewhere"
         a, b = max(extra[0], start) - start, min(extra[1], start + len(fill)) - start
@@ -182,3 +194,58 @@ def least_likely(conf: torch.Tensor, real: torch.Tensor, share: float) -> torch.
     if k:
         out[torch.topk(-conf.float().masked_fill(~real, float("inf")), k).indices] = True
     return out
+
+
+_CUT = re.compile(r"\w+|[^\w\s]")  # a word or one punctuation character: the cut points within a line
+
+
+def _holds_code(text: str, comment: str | None) -> bool:
+    """A line that is neither blank nor only a line comment."""
+    return any(ln.strip() and not (comment and ln.lstrip().startswith(comment)) for ln in text.splitlines())
+
+
+def cut_points(body: str) -> list[int]:
+    """Where ``salvage`` may cut ``body`` (a fill without its trailing whitespace), longest first: after each
+    whole line that ends before the last one, and after each word or punctuation character of the last line
+    kept. Never ``len(body)`` itself and never 0."""
+    lines = [m.end() for m in re.finditer(r"\n", body)]  # offsets just past each newline
+    first_line_end = body.find("\n")
+    within = [m.end() for m in _CUT.finditer(body, 0, first_line_end if first_line_end >= 0 else len(body))]
+    pts = {p for p in lines if 0 < p < len(body)} | {p for p in within if 0 < p < len(body)}
+    return sorted(pts, reverse=True)
+
+
+def salvage(doc: Document, start: int, end: int, fill: str, limit: int = SALVAGE_CHECKS,
+            budget_ms: float = SALVAGE_MS) -> str | None:
+    """The longest prefix of ``fill`` whose replacement of ``doc.text[start:end]`` breaks nothing in the parse
+    (``check`` finds no error) and that still holds code, keeping the fill's trailing whitespace (its line
+    break); None when no such prefix is found within ``limit`` tree-sitter parses (``SALVAGE_COMPILES`` of them
+    compiled, none started after ``budget_ms``). Multi-line fills are cut at line ends before anything within their first line; a single-line
+    fill at the ends of its words and punctuation."""
+    body = fill.rstrip()
+    tail = fill[len(body):]
+    comment = doc.grammar.line_comment
+    tried = compiled = 0
+    t0 = time.perf_counter()
+    full = doc.grammar.compile_check == "python"
+    multi = "\n" in body
+    pts = cut_points(body)
+    if multi:  # whole lines first (a block's broken last lines); the first line's tokens after them
+        line_pts = [p for p in pts if body[p - 1] == "\n"]
+        pts = line_pts + [p for p in pts if body[p - 1] != "\n"]
+    for p in pts:
+        head = body[:p].rstrip()
+        if not _holds_code(head, comment):
+            continue
+        if tried >= limit or (time.perf_counter() - t0) * 1e3 > budget_ms:
+            break
+        tried += 1
+        cand = head + tail
+        if check(doc, start, end, cand, compile_check=False).errors:
+            continue
+        if not full or check(doc, start, end, cand).errors == 0:
+            return cand
+        compiled += 1
+        if compiled >= SALVAGE_COMPILES:
+            break
+    return None

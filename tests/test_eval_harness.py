@@ -210,6 +210,16 @@ def test_document_filler_fills_through_the_editor_path(tiny_engine: Engine, monk
     monkeypatch.setattr(tiny_engine, "complete", replaces_context)
     assert document_filler(tiny_engine, whole_lines=False)(inline).text == ""
 
+    def salvaged(text: str, offset: int, *a: object, **kw: object) -> Completion:  # repair.salvage cut it back
+        return Completion("a", 1, 1, 1.0, "line", 1, {"salvage": 0.5}, offset, offset)
+
+    monkeypatch.setattr(tiny_engine, "complete", salvaged)
+    assert document_filler(tiny_engine, whole_lines=False)(inline).salvaged
+    report, results = evaluate([inline, inline], document_filler(tiny_engine, whole_lines=False), progress=False,
+                               isolate=False)
+    assert results[0].salvaged and report.salvaged_share == 1.0 and report.to_json()["salvaged_share"] == 1.0
+    assert "salvaged_share" in report.table()
+
 
 # ------------------------------------------------------------------------------------------------ the CLI
 def _last_json(out: str) -> dict[str, object]:

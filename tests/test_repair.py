@@ -151,3 +151,72 @@ def test_completion_edits_only_its_span(tiny_engine: Engine, text: str, data: st
     assert passes[-1].text == c.text and all((p.start, p.end) == (c.start, c.end) for p in passes)
     new = text[: c.start] + c.text + text[c.end :]
     assert new.startswith(text[: c.start]) and new.endswith(text[c.end :])
+
+
+# ------------------------------------------------------------------------------------------------------ salvage
+def test_cut_points_are_line_ends_then_the_first_lines_tokens() -> None:
+    assert repair.cut_points("x = foo(a)") == [9, 8, 7, 3, 1]  # after "a", "(", "foo", "=", "x"
+    body = "a = 1\nb = (2"
+    assert repair.cut_points(body) == [6, 5, 3, 1]  # the break after line 1, then line 1's tokens
+
+
+def test_salvage_cuts_a_broken_line_back_to_its_longest_clean_prefix() -> None:
+    doc = syntax.Document.parse(DOC, "python")
+    at = DOC.index("    return")
+    fill = "    z = foo(a, b\n"
+    assert repair.check(doc, at, at, fill).errors >= 1
+    cut = repair.salvage(doc, at, at, fill)
+    assert cut == "    z = foo\n"
+    assert repair.check(doc, at, at, cut).errors == 0
+
+
+def test_salvage_keeps_whole_lines_of_a_block_first() -> None:
+    doc = syntax.Document.parse(DOC, "python")
+    at = DOC.index("    return")
+    assert repair.salvage(doc, at, at, "    a = g(1)\n    b = (2 +\n") == "    a = g(1)\n"
+
+
+def test_salvage_gives_up_without_a_prefix_that_holds_code() -> None:
+    doc = syntax.Document.parse(DOC, "python")
+    at = DOC.index("    return")
+    assert repair.salvage(doc, at, at, "    if x ==:\n") is None  # no prefix of an if-header parses
+    assert repair.salvage(doc, at, at, "    # note (\n") is None  # only a comment: not code
+    assert repair.salvage(doc, at, at, "    (\n") is None
+    assert repair.salvage(doc, at, at, "    z = foo(a, b\n", limit=2) is None  # the bound on parses holds
+
+
+FILLS = st.lists(st.sampled_from(["    ", "z", " = ", "(", ")", "[", "1", ", ", "\n", ":", "if ", "# c", "日本", "'"]),
+                 min_size=1, max_size=10).map("".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(fill=FILLS)
+def test_salvage_returns_a_clean_prefix_with_code_or_nothing(fill: str) -> None:
+    doc = syntax.Document.parse(DOC, "python")
+    at = DOC.index("    return")
+    cut = repair.salvage(doc, at, at, fill, budget_ms=1e9)
+    if cut is None:
+        return
+    body = fill.rstrip()
+    assert cut.endswith(fill[len(body):]) and body.startswith(cut[: len(cut) - len(fill) + len(body)])
+    assert repair.check(doc, at, at, cut).errors == 0
+    assert any(ln.strip() and not ln.lstrip().startswith("#") for ln in cut.splitlines())
+
+
+def test_engine_final_pass_salvages_a_fill_that_still_breaks(tiny_engine: Engine) -> None:
+    from edit_engine.engine import _Rounds
+
+    at = DOC.index("    return")
+    dp = tiny_engine.plan_document(DOC, at, "python")
+    assert dp.checks
+    timings: dict[str, float] = {}
+    st_ = _Rounds(best=("    z = foo(a, b\n", 2))
+    p = tiny_engine._final(dp, st_, timings)
+    assert p.final and p.text == "    z = foo\n" and "salvage" in timings
+    # A fill that breaks nothing, or one with no clean prefix, is returned as it is.
+    for best in [("    z = 1\n", 0), ("    (\n", 1)]:
+        timings = {}
+        p = tiny_engine._final(dp, _Rounds(best=best), timings)
+        assert p.text == best[0] and "salvage" not in timings
+    off = tiny_engine.plan_document(DOC, at, "python", repair=False)
+    assert tiny_engine._final(off, _Rounds(best=("    z = foo(a, b\n", 2)), {}).text == "    z = foo(a, b\n"

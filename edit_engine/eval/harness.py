@@ -34,6 +34,7 @@ class Fill:
     tokens: int = 0
     elapsed_ms: float = 0.0
     stop_reason: str = ""
+    salvaged: bool = False  # the editor's path cut a fill that still broke the parse back (repair.salvage)
 
 
 Filler = Callable[[Task], Fill]
@@ -93,7 +94,7 @@ def document_filler(engine: Engine, whole_lines: bool, line_stop: bool = True, r
                 and new.endswith(task.suffix)):  # the plan replaced part of the task's context: no fill
             return Fill("", c.nfe, c.tokens, c.elapsed_ms, "span")
         completion = new[len(task.prefix) : len(new) - len(task.suffix)]
-        return Fill(completion, c.nfe, c.tokens, c.elapsed_ms, c.stop_reason)
+        return Fill(completion, c.nfe, c.tokens, c.elapsed_ms, c.stop_reason, "salvage" in c.timings)
 
     return fill
 
@@ -156,6 +157,7 @@ class TaskResult:
     stop_reason: str
     raw: str  # the fill before truncation
     edit_sim: float = 0.0  # ``edit_similarity`` of the scored fill and the true hole
+    salvaged: bool = False  # the editor's path cut this fill back to a prefix that parses (``Fill.salvaged``)
 
 
 @dataclass
@@ -182,14 +184,16 @@ class Report:
     code_parse_ok: float | None = None
     comment_share: float = 0.0
     edit_sim: float = 0.0  # mean ``edit_similarity`` of the scored fills and the true holes
+    # share of fills the editor's path cut back because even the best repair round broke the parse
+    salvaged_share: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d[self.metric] = round(self.score, 4)
         del d["score"], d["extra"]
-        for k in ("parse_ok", "code_parse_ok", "edit_sim", "empty_share", "comment_share", "nfe_per_token", "ms_per_task",
-                  "tokens_per_task", "wall_s"):
+        for k in ("parse_ok", "code_parse_ok", "edit_sim", "empty_share", "comment_share", "salvaged_share", "nfe_per_token",
+                  "ms_per_task", "tokens_per_task", "wall_s"):
             if isinstance(d[k], float):
                 d[k] = round(d[k], 4)
         return {**d, **self.extra}
@@ -204,6 +208,7 @@ class Report:
             ("edit_sim", f"{100 * self.edit_sim:.1f}"),
             ("empty_share", f"{100 * self.empty_share:.1f}%"),
             ("comment_share", f"{100 * self.comment_share:.1f}%"),
+            ("salvaged_share", f"{100 * self.salvaged_share:.1f}%"),
             ("nfe_per_token", f"{self.nfe_per_token:.3f}"), ("ms_per_task", f"{self.ms_per_task:.1f}"),
             ("tokens_per_task", f"{self.tokens_per_task:.1f}"),
             ("statuses", ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items()))),
@@ -266,7 +271,7 @@ def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode
             passed, status = _score_exact(task, text)
         po = parses(task.prefix + text + task.suffix) if task.language == "python" else None
         r = TaskResult(task.task_id, text, passed, status, po, f.nfe, f.tokens, f.elapsed_ms, f.stop_reason,
-                       f.text, edit_similarity(text, task.canonical))
+                       f.text, edit_similarity(text, task.canonical), f.salvaged)
         results.append(r)
         if on_result:
             on_result(r)
@@ -311,5 +316,6 @@ def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode
         truncate=truncate, model=model, wall_s=time.perf_counter() - t0,
         code_parse_ok=(sum(code) / len(code)) if code else None, comment_share=comments / max(1, n),
         edit_sim=sum(r.edit_sim for r in results) / max(1, n),
+        salvaged_share=sum(r.salvaged for r in results) / max(1, n),
     )
     return report, results
