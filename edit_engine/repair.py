@@ -206,13 +206,14 @@ def _holds_code(text: str, comment: str | None) -> bool:
 
 def cut_points(body: str) -> list[int]:
     """Where ``salvage`` may cut ``body`` (a fill without its trailing whitespace), longest first: after each
-    whole line that ends before the last one, and after each word or punctuation character of the last line
-    kept. Never ``len(body)`` itself and never 0."""
+    whole line but the last, and after each word or punctuation character of the first line that is not blank.
+    Never ``len(body)`` itself and never 0."""
     lines = [m.end() for m in re.finditer(r"\n", body)]  # offsets just past each newline
-    first_line_end = body.find("\n")
-    within = [m.end() for m in _CUT.finditer(body, 0, first_line_end if first_line_end >= 0 else len(body))]
-    pts = {p for p in lines if 0 < p < len(body)} | {p for p in within if 0 < p < len(body)}
-    return sorted(pts, reverse=True)
+    first = re.search(r"[^\s]", body)
+    a = body.rfind("\n", 0, first.start()) + 1 if first else 0
+    b = body.find("\n", a)
+    within = [m.end() for m in _CUT.finditer(body, a, b if b >= 0 else len(body))]
+    return sorted({p for p in lines + within if 0 < p < len(body)}, reverse=True)
 
 
 def salvage(doc: Document, start: int, end: int, fill: str, limit: int = SALVAGE_CHECKS,
@@ -220,8 +221,8 @@ def salvage(doc: Document, start: int, end: int, fill: str, limit: int = SALVAGE
     """The longest prefix of ``fill`` whose replacement of ``doc.text[start:end]`` breaks nothing in the parse
     (``check`` finds no error) and that still holds code, keeping the fill's trailing whitespace (its line
     break); None when no such prefix is found within ``limit`` tree-sitter parses (``SALVAGE_COMPILES`` of them
-    compiled, none started after ``budget_ms``). Multi-line fills are cut at line ends before anything within their first line; a single-line
-    fill at the ends of its words and punctuation."""
+    compiled, none started after ``budget_ms``). Multi-line fills are cut at line ends before anything within
+    their first line of code; a single-line fill at the ends of its words and punctuation."""
     body = fill.rstrip()
     tail = fill[len(body):]
     comment = doc.grammar.line_comment

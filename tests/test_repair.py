@@ -158,6 +158,16 @@ def test_cut_points_are_line_ends_then_the_first_lines_tokens() -> None:
     assert repair.cut_points("x = foo(a)") == [9, 8, 7, 3, 1]  # after "a", "(", "foo", "=", "x"
     body = "a = 1\nb = (2"
     assert repair.cut_points(body) == [6, 5, 3, 1]  # the break after line 1, then line 1's tokens
+    assert repair.cut_points("\n    x = (1") == [10, 8, 6, 1]  # a block body's first line of code
+
+
+def test_salvage_cuts_within_a_block_bodys_first_line() -> None:
+    text = "def f(x):\n\ny = 2\n"
+    doc = syntax.Document.parse(text, "python")
+    at = text.index(":") + 1
+    fill = "\n    return g(x,\n"
+    assert repair.check(doc, at, at, fill).errors >= 1
+    assert repair.salvage(doc, at, at, fill) == "\n    return g\n"
 
 
 def test_salvage_cuts_a_broken_line_back_to_its_longest_clean_prefix() -> None:
