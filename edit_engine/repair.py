@@ -229,12 +229,7 @@ def salvage(doc: Document, start: int, end: int, fill: str, limit: int = SALVAGE
     tried = compiled = 0
     t0 = time.perf_counter()
     full = doc.grammar.compile_check == "python"
-    multi = "\n" in body
-    pts = cut_points(body)
-    if multi:  # whole lines first (a block's broken last lines); the first line's tokens after them
-        line_pts = [p for p in pts if body[p - 1] == "\n"]
-        pts = line_pts + [p for p in pts if body[p - 1] != "\n"]
-    for p in pts:
+    for p in cut_points(body):  # longest first: the later lines' ends come before the first line's cuts
         head = body[:p].rstrip()
         if not _holds_code(head, comment):
             continue
