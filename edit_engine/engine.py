@@ -39,7 +39,7 @@ import torch
 
 from . import ar, checkpoint, planner, positions, postprocess, repair, syntax
 from .model import ContextCache, DiffusionLM
-from .sampler import SamplerConfig, Step, denoise, newline_tokens
+from .sampler import SamplerConfig, Step, denoise, keyword_tokens, newline_tokens
 from .tokenizer import Tokenizer, trim_end, trim_start
 
 LANGUAGES_BY_SUFFIX = {
@@ -108,7 +108,7 @@ class DocumentPlan:
     sampler settings, how to finish each pass's text and how to check the result.
 
     ``Engine.stream_complete`` runs the whole request. A server may run the first denoising round itself,
-    batched with other requests: the hole between ``prefix`` and ``suffix`` under ``cfg`` (an empty canvas of
+    batched with other requests: the hole between ``prefix`` and ``model_suffix`` under ``cfg`` (an empty canvas of
     ``cfg.initial_canvas`` slots growing to ``cfg.max_tokens``), each pass's decoded canvas shown through
     ``finish``; then, when ``checks``, hand the last canvas to ``Engine.finish_document`` for the parse check
     and the repair rounds. Rewrite mode (``rewrite``) starts from a scored canvas and runs only in the engine.
@@ -124,6 +124,7 @@ class DocumentPlan:
     do_repair: bool  # check the fill and run repair rounds when it breaks the parse
     uri: str | None = None
     timings: dict[str, float] = field(default_factory=dict)  # ms: parse, plan
+    first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a header's keyword)
 
     @property
     def start(self) -> int:
@@ -144,6 +145,22 @@ class DocumentPlan:
         """The fill is parsed with the document and repaired if it breaks it (the span is code and a grammar
         is installed)."""
         return self.plan.check and self.do_repair
+
+    @property
+    def model_prefix(self) -> str:
+        """The text the model is shown before the hole. For a fill on a blank line (``Plan.on_blank_line``) it
+        ends with the line's indentation, less its last space: that space belongs to the first word's token
+        (``" for"``, ``" return"``), as the tokenizer splits an indented line, so slot 0 holds that word (a
+        header's keyword: ``first``)."""
+        if not self.plan.on_blank_line:
+            return self.prefix
+        p = self.prefix + self.plan.lead
+        return p[:-1] if p.endswith(" ") else p
+
+    @property
+    def model_suffix(self) -> str:
+        """The text the model is shown after the hole: the plan's ``close`` (a header's ":"), then the suffix."""
+        return self.plan.close + self.suffix
 
     @functools.cached_property
     def _near(self) -> str:
@@ -298,6 +315,7 @@ class Engine:
         self._lock = threading.Lock()
         self.contexts = ContextStore(context_cache)
         self._line_end: torch.Tensor | None = None
+        self._keyword_tables: dict[str, torch.Tensor | None] = {}  # by grammar name (``_keywords``)
 
     @property
     def line_end(self) -> torch.Tensor:
@@ -308,6 +326,18 @@ class Engine:
             table = torch.cat([table, torch.zeros(v - len(table), dtype=torch.bool)])
             self._line_end = table.to(self.model.device)
         return self._line_end
+
+    def _keywords(self, g: syntax.Grammar) -> torch.Tensor | None:
+        """The tokens that start a block header in ``g`` (``sampler.keyword_tokens`` of its
+        ``header_keywords``), made once per grammar; None when the grammar names none or no token is one."""
+        with self._lock:
+            table = self._keyword_tables.get(g.name)
+            if table is None and g.name not in self._keyword_tables:
+                tok, v = self.tokenizer, self.model.cfg.vocab_size
+                t = keyword_tokens(tok.decode, min(v, tok.vocab_size), g.header_keywords)
+                t = torch.cat([t, torch.zeros(v - len(t), dtype=torch.bool)])
+                table = self._keyword_tables[g.name] = t.to(self.model.device) if bool(t.any()) else None
+            return table
 
     def _line_end_for(self, cfg: SamplerConfig) -> torch.Tensor | None:
         """The newline table when ``cfg`` asks for the line stop, else None (what the samplers take)."""
@@ -533,7 +563,7 @@ class Engine:
         of ``stream_complete``). Raises ValueError (bad mode, document too large, max_tokens < 1).
 
         ``stream_complete`` runs such a plan; a server may instead run its first denoising round itself (the
-        hole between ``prefix`` and ``suffix`` under ``cfg``, each pass's text through ``finish``) and hand the
+        hole between ``prefix`` and ``model_suffix`` under ``cfg``, each pass's text through ``finish``) and hand the
         last canvas to ``finish_document`` (see ``DocumentPlan``).
         """
         if mode not in ("insert", "rewrite"):
@@ -546,8 +576,9 @@ class Engine:
         # A single-line span's fill is cut at its first newline: stop denoising once that line is decided.
         line_stop = overrides.get("line_stop", pl.single_line and mode == "insert")
         cfg = cfg.with_(initial_canvas=max(1, min(pl.initial_canvas, cfg.max_tokens)), line_stop=line_stop)
+        first = self._keywords(doc.grammar) if pl.kind == "header" and not self.is_ar else None
         return DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, repair, uri,
-                            {"parse": (t1 - t0) * 1e3, "plan": plan_ms})
+                            {"parse": (t1 - t0) * 1e3, "plan": plan_ms}, first)
 
     def finish_document(self, dp: DocumentPlan, tokens: torch.Tensor, index: int, nfe: int, stop_reason: str,
                         seed: int = 0, should_stop: Callable[[], bool] | None = None,
@@ -578,7 +609,7 @@ class Engine:
             if context is not None:
                 cache = context()
             else:
-                p_ids, s_ids = self._context(dp.prefix, dp.suffix)
+                p_ids, s_ids = self._context(dp.model_prefix, dp.model_suffix)
                 key = self._doc_key(dp.uri, p_ids, s_ids)
                 cache = stack.enter_context(self._encoded(key, p_ids, s_ids, dp.cfg.max_tokens))
             init = self._remask(dp, cache, tokens, fill, found, st)
@@ -674,7 +705,7 @@ class Engine:
         post-processing and the yield of every pass but those that end a round (same results, less work)."""
         tok, pl, cfg = self.tokenizer, dp.plan, dp.cfg
         t2 = time.perf_counter()
-        p_ids, s_ids = self._context(dp.prefix, dp.suffix)
+        p_ids, s_ids = self._context(dp.model_prefix, dp.model_suffix)
         t3 = time.perf_counter()
         doc_key = self._doc_key(dp.uri, p_ids, s_ids)
         if self.is_ar:  # one pass per token; no rewrite scoring and no repair rounds (they re-mask a canvas)
@@ -733,7 +764,7 @@ class Engine:
             last: Step | None = None
             fill = ""
             for step in denoise(self.model, cache, dp.cfg, tok.pad_id, tok.mask_id, seed, should_stop, init,
-                                line_end=self._line_end_for(dp.cfg)):
+                                line_end=self._line_end_for(dp.cfg), first=dp.first):
                 if last is not None:  # hold each pass back one step: only the very last one is final
                     if stream:
                         yield Pass(st.index, fill, last.masked, False, st.nfe + last.nfe, pl.start, pl.end)
@@ -763,7 +794,7 @@ class Engine:
         assert st.best is not None
         if st.best[1] > 0 and dp.checks:
             t = time.perf_counter()
-            cut = repair.salvage(dp.doc, dp.start, dp.end, st.best[0])
+            cut = repair.salvage(dp.doc, dp.start, dp.end, st.best[0], close=dp.plan.close)
             if cut is not None:
                 st.best = (cut, 0)
                 timings["salvage"] = (time.perf_counter() - t) * 1e3

@@ -17,6 +17,13 @@ Span kinds:
 - ``block_body``: the cursor ends a block header (``def f(x):``, ``if …:``, ``{``; also ``{|}``): a multi-line
   body on new lines, one indentation level deeper than the header.
 - ``statement``: the cursor is on a blank line: one or more statements at the block's indentation.
+- ``header``: the cursor is on a blank line and the next code line is indented deeper than the statement would
+  be, outside any bracket: in a language whose grammar sets ``header_end`` (Python ``:``) only a block header
+  can stand there, so the fill is one line that ends with it (``close``). A ``rest_of_line`` span whose line
+  starts with a header keyword (``if``, ``for``, ...) gets the same ``close`` when a deeper line follows.
+
+``close`` is text the fill must end with that the model is shown too, as the start of its suffix: the model
+writes ``for i in range(n)`` before a ``:`` it can see, instead of guessing that a header belongs there.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from dataclasses import dataclass
 from . import postprocess, syntax
 
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
-KINDS = ("selection", "comment", "string", "in_brackets", "in_line", "rest_of_line", "block_body", "statement")
+KINDS = ("selection", "comment", "string", "in_brackets", "in_line", "rest_of_line", "block_body", "statement",
+         "header")
 
 
 @dataclass(frozen=True)
@@ -45,10 +53,17 @@ class Plan:
     stop: str = ""  # cut the fill where this text first appears (closing quote, "*/")
     code: bool = True  # False for comments and strings: no bracket or indentation processing, no parse check
     check: bool = False  # parse prefix + fill + suffix and repair new errors (a grammar is installed)
+    close: str = ""  # the fill ends with this, and the model sees it before the suffix (a header's ":")
 
     def __post_init__(self) -> None:
         if not 0 <= self.start <= self.end:
             raise ValueError(f"bad span [{self.start}, {self.end})")
+
+    @property
+    def on_blank_line(self) -> bool:
+        """The fill starts a blank line (``statement``, ``header``): the model is shown the line's indentation
+        (``indent``) and the fill's first line gets exactly that indentation, whatever blanks the model wrote."""
+        return self.kind in ("statement", "header")
 
 
 def _bucket(n: int) -> int:
@@ -112,9 +127,9 @@ def plan(text: str, offset: int, selection: tuple[int, int] | None = None,
     unit = postprocess.detect_indent(text[max(0, offset - 20_000) : offset + 20_000], g.indent)
 
     def mk(start: int, end: int, kind: str, initial: int, cap: int, single: bool, indent: str = "",
-           lead: str = "", trail: str = "", stop: str = "", code: bool = True) -> Plan:
+           lead: str = "", trail: str = "", stop: str = "", code: bool = True, close: str = "") -> Plan:
         return Plan(start, end, kind, min(cap, initial), cap, single, g.name, indent, unit, lead, trail, stop,
-                    code, has_tree and code)
+                    code, has_tree and code, close)
 
     if selection is not None:
         s, e = selection
@@ -173,10 +188,50 @@ def plan(text: str, offset: int, selection: tuple[int, int] | None = None,
     if not stripped:
         target = _statement_indent(text, doc, offset, ls, unit, openers)
         lead = target if not before else ""
+        close = _header_close(text, offset, le, before or target, g)
+        if close:
+            return mk(offset, offset, "header", 16, max_tokens or 48, True, before or target, lead, close=close)
         return mk(offset, offset, "statement", 16, max_tokens or 64, False, before or target, lead)
+    words = stripped.split(None, 1)
+    close = _header_close(text, offset, le, indent, g) if words and words[0] in g.header_keywords else ""
     # 8 slots to start (the canvas grows when a line needs more): on held-out single lines it fills as well as
     # 16 and, typing into a document, takes 2.2 passes per fill instead of 3.5 (BENCHMARKS.md, "Results").
-    return mk(offset, offset, "rest_of_line", 8, max_tokens or 48, True, indent)
+    return mk(offset, offset, "rest_of_line", 8, max_tokens or 48, True, indent, close=close)
+
+
+def _columns(ws: str) -> int:
+    return len(ws.replace("\t", " " * postprocess.TAB_WIDTH))
+
+
+def _next_code_line(text: str, le: int, comment: str | None) -> str:
+    """The nearest line after the line ending at ``le`` that is neither blank nor only a comment ("" if none)."""
+    i = le
+    while i < len(text):
+        j = text.find("\n", i + 1)
+        line = text[i + 1 : len(text) if j < 0 else j].rstrip("\r")
+        body = line.strip()
+        if body and not (comment and body.startswith(comment)):
+            return line
+        if j < 0:
+            break
+        i = j
+    return ""
+
+
+def _header_close(text: str, offset: int, le: int, indent: str, g: syntax.Grammar) -> str:
+    """``g.header_end`` when the fill's line (at ``indent``) must be a block header: the next code line is
+    indented deeper and no bracket is open at the cursor (a deeper line inside brackets is a continuation); else
+    "". Only for grammars that set ``header_end`` (indentation-sensitive languages)."""
+    if not g.header_end:
+        return ""
+    nxt = _next_code_line(text, le, g.line_comment)
+    if not nxt or _columns(_indent_of(nxt)) <= _columns(indent):
+        return ""
+    near = text[max(0, offset - 4096) : offset]
+    if postprocess.open_brackets(near[near.find("\n") + 1 :] if offset > 4096 else near, g) \
+            or _prev_code_line(text, _line_at(text, offset)[0]).rstrip().endswith("\\"):
+        return ""
+    return g.header_end
 
 
 def _statement_indent(text: str, doc: syntax.Document, offset: int, ls: int, unit: str,

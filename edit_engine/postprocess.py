@@ -10,7 +10,9 @@
 3. drop a tail that merely repeats the start of the suffix;
 4. multi-line spans: normalise indentation to the document's unit (tabs or spaces, width), put the first line at
    the plan's indentation (``lead``) and end with the plan's ``trail`` (the line break before an auto-closed
-   ``}``).
+   ``}``);
+5. end with the plan's ``close`` (a block header's ``:``, which the model saw as the start of its suffix; a
+   fill that wrote it itself is not given a second one). An empty fill stays empty.
 
 Brackets are scanned outside strings and comments with a small lexer driven by the grammar's settings.
 """
@@ -219,13 +221,22 @@ def finish(raw: str, plan: Plan, suffix: str, g: Grammar, model_unit: str | None
     if not plan.code:
         return fill
     fill = balance(fill, suffix, g, prefix, brackets)
-    fill = drop_suffix_repeat(fill, suffix)
-    if plan.single_line or not fill.strip():
+    fill = drop_suffix_repeat(fill, plan.close + suffix)
+    if not fill.strip():
         return fill.rstrip("\n") if plan.single_line else fill
+    if plan.single_line:
+        if plan.on_blank_line:  # the line's indentation, not the blanks the model wrote after it
+            fill = plan.lead + fill.lstrip(" \t")
+        return fill.rstrip() + plan.close if plan.close else fill.rstrip("\n")
     # Multi-line: the first line goes to the plan's indentation; later lines keep their level relative to it.
     lines = fill.split("\n")
     unit = plan.unit or g.indent
-    if plan.lead:  # the fill starts a new line (block body): drop the model's own line breaks before it
+    if plan.on_blank_line:  # the model was shown the line's indentation and wrote the rest of the line
+        while len(lines) > 1 and not lines[0].strip():
+            lines.pop(0)
+        lines[0] = lines[0].lstrip(" \t")
+        model_base = target = plan.indent
+    elif plan.lead:  # the fill starts a new line (block body): drop the model's own line breaks before it
         while len(lines) > 1 and not lines[0].strip():
             lines.pop(0)
         first = lines[0]
@@ -237,6 +248,6 @@ def finish(raw: str, plan: Plan, suffix: str, g: Grammar, model_unit: str | None
         target = plan.indent
     lines = reindent(lines, model_base, target, model_unit or unit, unit)
     out = plan.lead + "\n".join(lines)
-    if plan.trail or not suffix or suffix[0] in "\r\n":
+    if plan.trail or plan.close or not suffix or suffix[0] in "\r\n":
         out = out.rstrip()
-    return out + plan.trail
+    return out + plan.trail + plan.close

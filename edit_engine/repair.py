@@ -217,14 +217,17 @@ def cut_points(body: str) -> list[int]:
 
 
 def salvage(doc: Document, start: int, end: int, fill: str, limit: int = SALVAGE_CHECKS,
-            budget_ms: float = SALVAGE_MS) -> str | None:
+            budget_ms: float = SALVAGE_MS, close: str = "") -> str | None:
     """The longest prefix of ``fill`` whose replacement of ``doc.text[start:end]`` breaks nothing in the parse
     (``check`` finds no error) and that still holds code, keeping the fill's trailing whitespace (its line
     break); None when no such prefix is found within ``limit`` tree-sitter parses (``SALVAGE_COMPILES`` of them
     compiled, none started after ``budget_ms``). Multi-line fills are cut at line ends before anything within
-    their first line of code; a single-line fill at the ends of its words and punctuation."""
+    their first line of code; a single-line fill at the ends of its words and punctuation. ``close``: the
+    plan's ``close`` (a header's ":"), which every cut keeps at its end."""
     body = fill.rstrip()
     tail = fill[len(body):]
+    if close and body.endswith(close):
+        body, tail = body[: len(body) - len(close)].rstrip(), close + tail
     comment = doc.grammar.line_comment
     tried = compiled = 0
     t0 = time.perf_counter()

@@ -53,6 +53,7 @@ sampler must produce exactly the same tokens (tested).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -273,11 +274,15 @@ def commit_pass(
     length_ban: torch.Tensor | None = None,
     budget: torch.Tensor | None = None,
     floor: int | None = None,
+    first: torch.Tensor | None = None,
 ) -> None:
     """One pass's decision, shared by every sampler: remask doubted drafts (``budget``: ``remask_budget``'s
     tensor, None = off), constrain, score, commit, propagate pads (in place). ``floor``: this pass's floor
-    (``cfg.floor_at``; None = ``cfg.min_commit``)."""
+    (``cfg.floor_at``; None = ``cfg.min_commit``). ``first`` (V,) bool: the only tokens slot 0 may take (a
+    block header's keyword, ``keyword_tokens``); None = any."""
     redo = remask_drafts(logits, canvas, masked, budget, cfg, pad_id, mask_id) if budget is not None else None
+    if first is not None:
+        logits[:, 0].masked_fill_(~first.to(logits.device), float("-inf"))
     logits[..., mask_id] = float("-inf")  # the model never commits a mask
     # A remasked slot counts as real here (not masked, not a pad): pads stay banned up to it, so the length the
     # run chose holds and the slot is refilled with a real token.
@@ -295,6 +300,14 @@ def commit_pass(
 def newline_tokens(decode: Callable[[list[int]], str], vocab_size: int) -> torch.Tensor:
     """(V,) bool: the token ids whose text holds a newline (the line stop's table)."""
     return torch.tensor(["\n" in decode([i]) for i in range(vocab_size)], dtype=torch.bool)
+
+
+def keyword_tokens(decode: Callable[[list[int]], str], vocab_size: int, words: tuple[str, ...]) -> torch.Tensor:
+    """(V,) bool: the token ids whose text is blanks, then one of ``words``, then nothing or a character that
+    cannot continue a word (``" for"``, ``"if"``, ``" else:"``; not ``" format"``). What slot 0 of a block
+    header may hold (``commit_pass``'s ``first``)."""
+    pat = re.compile(r"[ \t]*(?:" + "|".join(map(re.escape, words)) + r")(?![\w])", re.S) if words else None
+    return torch.tensor([bool(pat and pat.match(decode([i]))) for i in range(vocab_size)], dtype=torch.bool)
 
 
 def line_decided(canvas: torch.Tensor, masked: torch.Tensor, line_end: torch.Tensor) -> torch.Tensor:
@@ -335,13 +348,15 @@ def denoise(
     should_stop: Callable[[], bool] | None = None,
     init: torch.Tensor | None = None,
     line_end: torch.Tensor | None = None,
+    first: torch.Tensor | None = None,
 ) -> Iterator[Step]:
     """The fast sampler: yields a Step after every pass; the last has ``final=True``.
 
     ``cache`` must have room for ``cfg.max_tokens`` canvas slots. ``init`` (C,) starts from a partly decided
     canvas (repair, rewrite): slots holding the mask id are denoised, the others are kept. Closing the
     generator or ``should_stop()`` returning True stops the work before the next pass. ``line_end`` (V,) bool:
-    the token ids that hold a newline (``newline_tokens``); required by ``cfg.line_stop``.
+    the token ids that hold a newline (``newline_tokens``); required by ``cfg.line_stop``. ``first`` (V,) bool:
+    the only tokens slot 0 may take (``commit_pass``).
     """
     dev = model.device
     if cfg.line_stop and line_end is None:
@@ -374,9 +389,9 @@ def denoise(
         if open_from is not None:
             logits = model.canvas_logits(canvas, cache)  # (B, C, V): the length pass needs pad probabilities
             decide_length(logits, canvas, masked, length_ban, open_from, cfg, pad_id, mask_id)
-            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor)
+            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor, first)
             open_from = None
-        elif cfg.temperature <= 0 and budget is None and isinstance(model, DiffusionLM):
+        elif cfg.temperature <= 0 and budget is None and first is None and isinstance(model, DiffusionLM):
             # Greedy with a tied head: (token, score) straight from the hidden states; on GPUs with a large
             # vocabulary the fused kernel never writes the canvas logits (kernels/head.py).
             h = model.canvas_hidden(canvas, cache)  # (B, C, D)
@@ -388,7 +403,7 @@ def denoise(
                 _propagate_pads(canvas, masked, pad_id)
         else:
             logits = model.canvas_logits(canvas, cache)  # (B, C, V)
-            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor)
+            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor, first)
         nfe += 1
         if cfg.line_stop:
             assert line_end is not None

@@ -47,6 +47,10 @@ class Grammar:
     quotes: tuple[str, ...] = ("\"", "'")
     brackets: tuple[tuple[str, str], ...] = (("(", ")"), ("[", "]"), ("{", "}"))
     compile_check: str | None = None  # "python": repair also checks with the language's own parser (ast)
+    # Indentation-sensitive languages: a block header ends with this (Python ":"), so a statement followed by a
+    # deeper-indented line must be a header ending with it (the planner's ``header`` spans). None: no such rule.
+    header_end: str | None = None
+    header_keywords: tuple[str, ...] = ()  # words that start a header (a rest-of-line span gets the rule only then)
 
     @property
     def has_tree(self) -> bool:
@@ -81,6 +85,8 @@ def load(language: str) -> Grammar:
         "quotes": tuple(s.get("quotes", ())),
         "brackets": tuple((o, c) for o, c in s.get("brackets", ())),
         "compile_check": s.get("compile_check"),
+        "header_end": s.get("header_end"),
+        "header_keywords": tuple(s.get("header_keywords", ())),
     }
     try:
         module = importlib.import_module(s["module"])

@@ -23,6 +23,9 @@ CASES = [
     ("python", "class A:\n    def f(self):|\n", "block_body", "", "\n        return 1\n"),
     ("python", "def f(x):\n    y = 1\n|\n    return y\n", "statement", "", "z = 2"),
     ("python", "def f(x):\n    y = 1\n    |\n    return y\n", "statement", "", "z = 2\n    w = 3"),
+    ("python", "def f(x):\n    r = []\n|\n        r.append(x)\n    return r\n", "header", "", " for x in range(3)"),
+    ("python", "def f(x):\n    r = []\n    |\n        r.append(x)\n", "header", "", "   while x"),
+    ("python", "def f(x):\n    for i in x|\n        print(i)\n", "rest_of_line", "", " + [1]"),
     ("python", "x = 1  # note|\n", "comment", "", " more\nnot a comment"),
     ("python", "s = 'ab|c'\n", "string", "", "de' + 'f"),
     ("python", "x = a + |b\n", "in_line", "", "1 + b"),
@@ -111,6 +114,71 @@ def test_brackets_closing_on_a_later_line_are_not_in_line_spans() -> None:
     text = "x = foo(a, \n    b)\n"
     pl = planner.plan(text, 8, language="python")
     assert pl.kind == "in_line"
+
+
+HEADER_DOC = "def f(xs):\n    r = []\n\n        r.append(xs)\n    return r\n"
+
+
+def test_a_blank_line_before_a_deeper_line_is_a_header() -> None:
+    """Only a block header can stand on a blank line whose next code line is indented deeper: the plan is one
+    line at the block's indentation that ends with the grammar's ``:``, whatever the model wrote around it."""
+    at = HEADER_DOC.index("\n\n") + 1
+    pl = planner.plan(HEADER_DOC, at, language="python")
+    assert (pl.kind, pl.close, pl.lead, pl.single_line, pl.check) == ("header", ":", "    ", True, True)
+    g = syntax.load("python")
+    rest = HEADER_DOC[at:]
+    assert postprocess.finish(" for x in xs", pl, rest, g) == "    for x in xs:"
+    assert postprocess.finish("  for x in xs:", pl, rest, g) == "    for x in xs:"  # its own colon: one
+    assert postprocess.finish(" for x in xs: r.append(xs)\nmore", pl, rest, g) == "    for x in xs:"
+    assert postprocess.finish("", pl, rest, g) == ""  # nothing written: no lone colon
+
+
+@pytest.mark.parametrize(("src", "kind"), [
+    ("def f(x):\n    y = foo(1,\n|\n        2)\n", "statement"),  # inside brackets: a continuation line
+    ("def f(x):\n    y = 1 + \\\n|\n        2\n", "statement"),  # after a backslash continuation
+    ("def f(x):\n    y = 1\n|\n    return y\n", "statement"),  # next line at the same depth
+    ("def f(x):\n    y = 1\n|\n            # a deep comment\n    return y\n", "statement"),  # comments skipped
+    ("def f(x):\n    y = 1\n|\n    # note\n        z = 2\n", "header"),
+    ("def f(x):\n    y = 1\n|", "statement"),  # nothing after
+])
+def test_header_rule_cases(src: str, kind: str) -> None:
+    text, offset, _ = _cursor(src)
+    pl = planner.plan(text, offset, language="python")
+    assert pl.kind == kind
+    assert pl.close == (":" if kind == "header" else "")
+
+
+def test_header_rule_is_for_indentation_sensitive_grammars_only() -> None:
+    text = "function f(a) {\n  const b = 1;\n\n    .map(g);\n}\n"
+    pl = planner.plan(text, text.index("\n\n") + 1, language="javascript")
+    assert (pl.kind, pl.close) == ("statement", "")
+
+
+def test_rest_of_line_header_keyword_gets_the_colon() -> None:
+    text = "def f(x):\n    for i in x\n        print(i)\n    y = x\n        print(y)\n"
+    pl = planner.plan(text, text.index(" x\n") + 2, language="python")
+    assert (pl.kind, pl.close) == ("rest_of_line", ":")
+    assert postprocess.finish(" + [1]", pl, text[pl.end :], syntax.load("python")) == " + [1]:"
+    pl = planner.plan(text, text.index("y = x") + 5, language="python")  # not a header keyword: no colon
+    assert (pl.kind, pl.close) == ("rest_of_line", "")
+
+
+def test_document_plan_shows_the_model_the_indentation_and_the_colon(tiny_engine: Engine) -> None:
+    at = HEADER_DOC.index("\n\n") + 1
+    dp = tiny_engine.plan_document(HEADER_DOC, at, "python")
+    assert dp.plan.kind == "header" and dp.first is not None
+    assert dp.model_prefix == HEADER_DOC[:at] + "   "  # the last space goes with the keyword's token
+    assert dp.model_suffix == ":" + HEADER_DOC[at:]
+    assert dp.prefix == HEADER_DOC[:at] and dp.suffix == HEADER_DOC[at:]  # the document's own text
+    words = [tiny_engine.tokenizer.decode([i]) for i in dp.first.nonzero().flatten().tolist()]
+    assert words and all(w.strip().startswith(("if", "for", "while", "with", "def", "class", "try", "el", "ex",
+                                               "fin", "async", "match", "case")) for w in words)
+    statement = HEADER_DOC.replace("        r.append", "    r.append")
+    dp = tiny_engine.plan_document(statement, at, "python")
+    assert dp.plan.kind == "statement" and dp.first is None
+    assert dp.model_prefix == statement[:at] + "   " and dp.model_suffix == statement[at:]
+    c = tiny_engine.complete(HEADER_DOC, at, "python", max_tokens=8)
+    assert c.kind == "header" and (c.text == "" or c.text.startswith("    ") and c.text.endswith(":"))
 
 
 @pytest.mark.parametrize("language", ["cobol", "plaintext", "../python", ""])

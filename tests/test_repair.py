@@ -230,3 +230,18 @@ def test_engine_final_pass_salvages_a_fill_that_still_breaks(tiny_engine: Engine
         assert p.text == best[0] and "salvage" not in timings
     off = tiny_engine.plan_document(DOC, at, "python", repair=False)
     assert tiny_engine._final(off, _Rounds(best=("    z = foo(a, b\n", 2)), {}).text == "    z = foo(a, b\n"
+
+
+def test_salvage_keeps_a_headers_close() -> None:
+    """A header fill is cut back before its ``:`` and keeps it: cutting the colon off would leave a statement
+    before a deeper line, an error the document already had and so one the check would not see."""
+    text = "def f(xs):\n    r = []\n\n        r.append(xs)\n"
+    doc = syntax.Document.parse(text, "python")
+    at = text.index("\n\n") + 1
+    fill = "    for x in xs)) if:"
+    assert repair.check(doc, at, at, fill).errors >= 1
+    assert not (repair.salvage(doc, at, at, fill) or "").endswith(":")  # without it the colon is cut off
+    cut = repair.salvage(doc, at, at, fill, close=":")
+    assert cut == "    for x in xs:"
+    assert repair.check(doc, at, at, cut).errors == 0
+    assert repair.salvage(doc, at, at, "    return x:", close=":") is None  # no header in any prefix

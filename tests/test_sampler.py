@@ -378,3 +378,55 @@ def test_floor_ramp_skips_a_given_canvas(tiny_model: DiffusionLM, tiny_tokenizer
     init = torch.tensor([40] + [t.mask_id] * 7)
     first = next(iter(denoise(tiny_model, cache, cfg, t.pad_id, t.mask_id, init=init)))
     assert first.masked == 3  # 7 masked, the floor of 4 committed in one pass
+
+
+def test_keyword_tokens_match_whole_words_after_blanks() -> None:
+    from edit_engine.sampler import keyword_tokens
+
+    vocab = [" for", "for", "format", " fo", "\tif", " if(", " else:", " elsewhere", "x", "  while", "#for", ""]
+    table = keyword_tokens(lambda ids: vocab[ids[0]], len(vocab), ("for", "if", "else", "while"))
+    assert [vocab[i] for i in table.nonzero().flatten().tolist()] == [" for", "for", "\tif", " if(", " else:",
+                                                                       "  while"]
+    assert not keyword_tokens(lambda ids: vocab[ids[0]], len(vocab), ()).any()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), c=st.integers(1, 12), threshold=st.sampled_from([0.0, 0.5, 2.0]),
+       floor=st.integers(1, 4), allowed=st.lists(st.integers(2, 15), min_size=1, max_size=4, unique=True))
+def test_commit_pass_keeps_slot_0_inside_first(seed: int, c: int, threshold: float, floor: int,
+                                               allowed: list[int]) -> None:
+    """``first``: whatever the logits, slot 0 is committed to one of the allowed tokens (or stays masked); every
+    other slot committed in both runs holds the token it holds without the constraint (which slots the floor
+    takes may differ: slot 0's score changes)."""
+    from edit_engine.sampler import commit_pass
+
+    pad, mask, v = 0, 1, 16
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn((1, c, v), generator=g) * 4
+    logits[..., pad] = float("-inf")  # no pads, so nothing is decided by pad propagation
+    first = torch.zeros(v, dtype=torch.bool)
+    first[allowed] = True
+    cfg = SamplerConfig(threshold=threshold, min_commit=floor)
+    runs = []
+    for f in (first, None):
+        canvas = torch.full((1, c), mask)
+        masked = torch.ones((1, c), dtype=torch.bool)
+        commit_pass(logits.clone(), canvas, masked, cfg, pad, mask, first=f)
+        runs.append(canvas)
+    got, free = runs
+    assert got[0, 0] == mask or bool(first[got[0, 0]])
+    others = (got[0, 1:] != mask) & (free[0, 1:] != mask)
+    assert torch.equal(got[0, 1:][others], free[0, 1:][others])
+
+
+def test_denoise_with_first_starts_with_an_allowed_token(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
+    tok = tiny_tokenizer
+    first = torch.zeros(tiny_model.cfg.vocab_size, dtype=torch.bool)
+    first[[7, 11]] = True
+    cfg = SamplerConfig(initial_canvas=6, max_tokens=6, min_commit=2)
+    cache = tiny_model.encode_context([tok.encode("def f(x):\n")], [tok.encode("\n")], capacity=6)
+    steps = list(denoise(tiny_model, cache, cfg, tok.pad_id, tok.mask_id, first=first))
+    assert steps[-1].final and int(steps[-1].tokens[0]) in (7, 11)
+    cache = tiny_model.encode_context([tok.encode("def f(x):\n")], [tok.encode("\n")], capacity=6)
+    free = list(denoise(tiny_model, cache, cfg, tok.pad_id, tok.mask_id))
+    assert int(free[-1].tokens[0]) not in (7, 11)  # the constraint, not the model, put it there

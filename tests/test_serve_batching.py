@@ -163,6 +163,7 @@ DOCUMENTS = [
     ("some words \nmore\n", 11, None, "plaintext"),
     ("total = max(a, )\n", 15, None, "python"),
     ("a = 1\nb = 2\nc = 3\n", 6, (6, 11), "python"),
+    ("def f(xs):\n    r = []\n\n        r.append(xs)\n", 22, None, "python"),  # a header: keyword slot, ":"
 ]
 
 
@@ -207,6 +208,7 @@ _LINES = [  # (document, the text the cursor follows)
     ("import os\n\n\ndef walk(root):\n    names = os.listdir(root)\n    for name in \n    print(names)\n",
      "for name in "),
     ("def area(w, h):\n    result = w * \n    return result\n", "result = w * "),
+    ("def f(xs):\n    r = []\n\n        r.append(xs)\n    return r\n", "    r = []\n"),  # a header
 ]
 LINE_DOCS = [(t, t.index(at) + len(at)) for t, at in _LINES]
 

@@ -104,6 +104,7 @@ class JobSpec:
     start: int = 0  # character offsets of the document span the text replaces, echoed on every pass
     end: int = 0
     then: Continuation | None = None  # finishes the job after its last batched pass, on the worker pool
+    first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a block header's keyword)
 
 
 @dataclass(frozen=True)
@@ -498,7 +499,7 @@ class Scheduler:
                               tok.mask_id)
                 a.open_from = None
             commit_pass(row, a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen, a.length_ban,
-                        a.budget, a.job.cfg.floor_at(a.nfe))  # a fresh canvas: the sampler's floor ramp
+                        a.budget, a.job.cfg.floor_at(a.nfe), a.job.spec.first)  # fresh canvas: the floor ramp
             a.nfe += 1
         # One host read for the whole batch, per row: masked count, whether a pad was committed, and whether the
         # first line is decided (the sampler's line stop, for rows that ask for it).

@@ -58,8 +58,8 @@ def document_spec(engine: Engine, dp: DocumentPlan, seed: int = 0) -> JobSpec:
             return engine.finish_document(dp, last.tokens, last.index, last.nfe, last.stop_reason, seed,
                                           should_stop, last.context)
 
-    return JobSpec(dp.prefix, dp.suffix, dp.cfg.max_tokens, dp.cfg.initial_canvas, seed=seed, cfg=dp.cfg,
-                   transform=dp.finish, start=dp.start, end=dp.end, then=then)
+    return JobSpec(dp.model_prefix, dp.model_suffix, dp.cfg.max_tokens, dp.cfg.initial_canvas, seed=seed, cfg=dp.cfg,
+                   transform=dp.finish, start=dp.start, end=dp.end, then=then, first=dp.first)
 
 
 class Service:
