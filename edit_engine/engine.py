@@ -26,6 +26,7 @@ No model math here: tokens in, sampler, tokens out.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import threading
 import time
@@ -125,6 +126,7 @@ class DocumentPlan:
     uri: str | None = None
     timings: dict[str, float] = field(default_factory=dict)  # ms: parse, plan
     first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a header's keyword)
+    nfe: int = 0  # forward passes spent planning (the model's choice among ``plan.indents``)
 
     @property
     def start(self) -> int:
@@ -577,8 +579,37 @@ class Engine:
         line_stop = overrides.get("line_stop", pl.single_line and mode == "insert")
         cfg = cfg.with_(initial_canvas=max(1, min(pl.initial_canvas, cfg.max_tokens)), line_stop=line_stop)
         first = self._keywords(doc.grammar) if pl.kind == "header" and not self.is_ar else None
-        return DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, repair, uri,
-                            {"parse": (t1 - t0) * 1e3, "plan": plan_ms}, first)
+        timings = {"parse": (t1 - t0) * 1e3, "plan": plan_ms}
+        nfe = 0
+        if len(pl.indents) > 1 and isinstance(self.model, DiffusionLM) and not self.is_ar:
+            t2 = time.perf_counter()
+            indent = self._choose_indent(text[: pl.start], text[pl.end :], pl.indents, uri)
+            pl = dataclasses.replace(pl, indent=indent, lead=indent if pl.lead else "")
+            timings["indent"] = (time.perf_counter() - t2) * 1e3
+            nfe = 1
+        return DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, repair, uri, timings,
+                            first, nfe)
+
+    def _choose_indent(self, prefix: str, suffix: str, indents: tuple[str, ...], uri: str | None) -> str:
+        """The model's choice among a blank line's possible indentations (``Plan.indents``): one pass over a
+        small canvas after the bare line start, as a whole-line hole is laid out in training; the indentation
+        whose token (a run of blanks, the last one left to the next word: ``"   "`` for four spaces) is most
+        likely in slot 0 wins. Ties and indentations without such a token keep the planner's order."""
+        tok = self.tokenizer
+        ids = []
+        for ind in indents:
+            t = tok.encode(ind + "x")  # "    x" -> "   " + " x": the indentation's own token comes first
+            ids.append(t[0] if len(t) > 1 and not tok.decode([t[0]]).strip() else -1)
+        if all(i < 0 for i in ids):
+            return indents[0]
+        p_ids, s_ids = self._context(prefix, suffix)
+        size = 8
+        with self._encoded(self._doc_key(uri, p_ids, s_ids), p_ids, s_ids, size) as cache:
+            canvas = torch.full((1, size), tok.mask_id, dtype=torch.long, device=self.model.device)
+            with torch.no_grad():
+                logits = self.model.canvas_logits(canvas, cache)[0, 0].float()
+        scores = [float(logits[i]) if i >= 0 else float("-inf") for i in ids]
+        return indents[max(range(len(indents)), key=lambda j: (scores[j], -j))]
 
     def finish_document(self, dp: DocumentPlan, tokens: torch.Tensor, index: int, nfe: int, stop_reason: str,
                         seed: int = 0, should_stop: Callable[[], bool] | None = None,
@@ -732,7 +763,7 @@ class Engine:
         with self._encoded(doc_key, p_ids, s_ids, cfg.max_tokens) as cache:
             t4 = time.perf_counter()
             timings.update(tokenize=(t3 - t2) * 1e3, context=(t4 - t3) * 1e3)
-            st = _Rounds()
+            st = _Rounds(nfe=dp.nfe)  # the planning pass, when the model chose the indentation
             init = self._rewrite_canvas(dp, cache, st) if dp.rewrite else None
             yield from self._rounds(dp, cache, init, st, seed, should_stop, timings, stream)
 

@@ -54,6 +54,10 @@ class Plan:
     code: bool = True  # False for comments and strings: no bracket or indentation processing, no parse check
     check: bool = False  # parse prefix + fill + suffix and repair new errors (a grammar is installed)
     close: str = ""  # the fill ends with this, and the model sees it before the suffix (a header's ":")
+    # A blank line at column 0 after a deeper block than the next line's: every indentation from the next code
+    # line's up to the previous one's could continue there (``candidate_indents``); the engine lets the model
+    # choose among them (``Engine.plan_document``). () when the indentation is not in doubt.
+    indents: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.start <= self.end:
@@ -127,9 +131,10 @@ def plan(text: str, offset: int, selection: tuple[int, int] | None = None,
     unit = postprocess.detect_indent(text[max(0, offset - 20_000) : offset + 20_000], g.indent)
 
     def mk(start: int, end: int, kind: str, initial: int, cap: int, single: bool, indent: str = "",
-           lead: str = "", trail: str = "", stop: str = "", code: bool = True, close: str = "") -> Plan:
+           lead: str = "", trail: str = "", stop: str = "", code: bool = True, close: str = "",
+           indents: tuple[str, ...] = ()) -> Plan:
         return Plan(start, end, kind, min(cap, initial), cap, single, g.name, indent, unit, lead, trail, stop,
-                    code, has_tree and code, close)
+                    code, has_tree and code, close, indents)
 
     if selection is not None:
         s, e = selection
@@ -191,12 +196,34 @@ def plan(text: str, offset: int, selection: tuple[int, int] | None = None,
         close = _header_close(text, offset, le, before or target, g)
         if close:
             return mk(offset, offset, "header", 16, max_tokens or 48, True, before or target, lead, close=close)
-        return mk(offset, offset, "statement", 16, max_tokens or 64, False, before or target, lead)
+        indents = () if before or not has_tree else candidate_indents(text, ls, le, unit, openers, g.line_comment)
+        return mk(offset, offset, "statement", 16, max_tokens or 64, False, before or target, lead,
+                  indents=indents if target in indents else ())
     words = stripped.split(None, 1)
     close = _header_close(text, offset, le, indent, g) if words and words[0] in g.header_keywords else ""
     # 8 slots to start (the canvas grows when a line needs more): on held-out single lines it fills as well as
     # 16 and, typing into a document, takes 2.2 passes per fill instead of 3.5 (BENCHMARKS.md, "Results").
     return mk(offset, offset, "rest_of_line", 8, max_tokens or 48, True, indent, close=close)
+
+
+def candidate_indents(text: str, ls: int, le: int, unit: str, openers: tuple[str, ...],
+                      comment: str | None) -> tuple[str, ...]:
+    """The indentations a statement on the blank line ``[ls, le)`` could take when the code around leaves it
+    open, deepest first: the previous code line is not a header and is indented deeper than the next one, so
+    the line may continue the previous block or any block it closes, down to the next line's level (``if x:\n
+    y = 1\n|\nz = 2``: ``y``'s level or ``z``'s). () when only one level fits, or the levels are not whole units
+    of the document's indentation."""
+    prev, nxt = _prev_code_line(text, ls), _next_code_line(text, le, comment)
+    if not prev or prev.rstrip().endswith(openers) or prev.rstrip().endswith("\\"):
+        return ()
+    p, n = _indent_of(prev), _indent_of(nxt) if nxt else ""
+    if not p.startswith(n) or len(p) <= len(n) or not unit:
+        return ()
+    extra = p[len(n) :]
+    k, rem = divmod(len(extra), len(unit))
+    if rem or extra != unit * k:
+        return ()
+    return tuple(n + unit * i for i in range(k, -1, -1))
 
 
 def _columns(ws: str) -> int:

@@ -181,6 +181,49 @@ def test_document_plan_shows_the_model_the_indentation_and_the_colon(tiny_engine
     assert c.kind == "header" and (c.text == "" or c.text.startswith("    ") and c.text.endswith(":"))
 
 
+@pytest.mark.parametrize(("src", "indents"), [
+    ("def f(x):\n    for i in x:\n        if i:\n            y = 1\n|\n    return y\n", (12, 8, 4)),
+    ("def f(x):\n    if x:\n        y = 1\n|", (8, 4, 0)),  # nothing after: down to column 0
+    ("def f(x):\n    if x:\n        y = 1\n|\n        z = 2\n", ()),  # next line at the same level
+    ("def f(x):\n    if x:\n|\n    y = 2\n", ()),  # after a header: one level under it
+    ("def f(x):\n    if x:\n        y = 1\n    |\n    z = 2\n", ()),  # the user typed the indentation
+    ("def f(x):\n    if x:\n        y = 1\n|\n\tz = 2\n", ()),  # indentations that do not nest
+    ("def f(x):\n  if x:\n    y = 1\n|\n", (4, 2, 0)),  # the document's own unit (2 spaces)
+])
+def test_candidate_indents(src: str, indents: tuple[int, ...]) -> None:
+    text, offset, _ = _cursor(src)
+    pl = planner.plan(text, offset, language="python")
+    assert pl.kind == "statement"
+    assert pl.indents == tuple(" " * k for k in indents)
+    assert not pl.indents or pl.indent in pl.indents
+
+
+def test_the_model_chooses_the_blank_lines_indentation(tiny_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Among a blank line's candidate indentations the engine takes the one whose blank-run token the model
+    scores highest in slot 0 (one pass, counted), and every pass of the fill is at that indentation."""
+    text = "def f(x):\n    if x:\n        y = 1\n\n    return y\n"
+    at = text.index("\n\n") + 1
+    tok = tiny_engine.tokenizer
+    for want in ("        ", "    "):
+        target = tok.encode(want + "x")[0]
+        real = tiny_engine.model.canvas_logits
+
+        def rigged(canvas, cache, target=target, real=real):  # type: ignore[no-untyped-def]
+            out = real(canvas, cache)
+            out[:, 0, target] += 1e4
+            return out
+
+        monkeypatch.setattr(tiny_engine.model, "canvas_logits", rigged)
+        dp = tiny_engine.plan_document(text, at, "python", max_tokens=8)
+        monkeypatch.undo()
+        assert (dp.plan.indent, dp.plan.lead, dp.nfe) == (want, want, 1) and "indent" in dp.timings
+        assert dp.model_prefix == text[:at] + want[:-1]
+    c = tiny_engine.complete(text, at, "python", max_tokens=8)
+    assert c.nfe >= 2 and "indent" in c.timings
+    user_typed = text[:at] + "    " + text[at:]  # the user's own indentation is never second-guessed
+    assert tiny_engine.plan_document(user_typed, at + 4, "python").nfe == 0
+
+
 @pytest.mark.parametrize("language", ["cobol", "plaintext", "../python", ""])
 def test_unknown_language_falls_back_to_lines(language: str) -> None:
     text = "foo(bar)\nbaz:\n"

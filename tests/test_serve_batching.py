@@ -164,6 +164,7 @@ DOCUMENTS = [
     ("total = max(a, )\n", 15, None, "python"),
     ("a = 1\nb = 2\nc = 3\n", 6, (6, 11), "python"),
     ("def f(xs):\n    r = []\n\n        r.append(xs)\n", 22, None, "python"),  # a header: keyword slot, ":"
+    ("def f(x):\n    if x:\n        y = 1\n\n    return y\n", 34, None, "python"),  # the model picks the indent
 ]
 
 

@@ -105,6 +105,7 @@ class JobSpec:
     end: int = 0
     then: Continuation | None = None  # finishes the job after its last batched pass, on the worker pool
     first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a block header's keyword)
+    nfe: int = 0  # forward passes spent before the job (a document plan's), counted in every pass's nfe
 
 
 @dataclass(frozen=True)
@@ -341,7 +342,8 @@ class Scheduler:
         not delivered here; the continuation delivers it, checked, with any repair passes after it)."""
         then = a.job.spec.then
         assert then is not None
-        last = LastPass(a.canvas[0].clone(), a.index, a.nfe, stop, lambda: _own_context(a, a.job.cfg.max_tokens))
+        last = LastPass(a.canvas[0].clone(), a.index, a.nfe + a.job.spec.nfe, stop,
+                        lambda: _own_context(a, a.job.cfg.max_tokens))
 
         def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
             return then(last, should_stop)
@@ -571,7 +573,8 @@ class Scheduler:
         if a.index == 0:
             self.metrics.first_pass.observe(time.perf_counter() - a.job.submitted)
         self.metrics.passes.inc()
-        a.job._deliver(JobPass(a.index, text, n_masked, bool(stop), a.nfe, stop, stable, spec.start, spec.end))
+        a.job._deliver(JobPass(a.index, text, n_masked, bool(stop), a.nfe + spec.nfe, stop, stable, spec.start,
+                               spec.end))
 
 
 def _own_context(a: _Active, capacity: int) -> ContextCache:

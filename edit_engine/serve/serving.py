@@ -59,7 +59,8 @@ def document_spec(engine: Engine, dp: DocumentPlan, seed: int = 0) -> JobSpec:
                                           should_stop, last.context)
 
     return JobSpec(dp.model_prefix, dp.model_suffix, dp.cfg.max_tokens, dp.cfg.initial_canvas, seed=seed, cfg=dp.cfg,
-                   transform=dp.finish, start=dp.start, end=dp.end, then=then, first=dp.first)
+                   transform=dp.finish, start=dp.start, end=dp.end, then=then, first=dp.first,
+                   nfe=dp.nfe)
 
 
 class Service:
