@@ -25,6 +25,7 @@ No model math here: tokens in, sampler, tokens out.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import functools
@@ -52,6 +53,8 @@ MAX_DOCUMENT_CHARS = 5_000_000
 # A context longer than the model's budget is cut at its start, and the cut moves in steps of this many
 # characters and tokens, so typing at the cursor leaves the kept context's start (and its cache) in place:
 # one full re-encode per 64 tokens typed instead of one per keystroke. The model sees 0-63 fewer tokens.
+# Token healing (``Engine._healing``) backs off at most this many characters of the word at the cursor.
+HEAL_CHARS = 32
 CONTEXT_STEP_CHARS = 512
 CONTEXT_STEP_TOKENS = 64
 
@@ -127,6 +130,7 @@ class DocumentPlan:
     timings: dict[str, float] = field(default_factory=dict)  # ms: parse, plan
     first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a header's keyword)
     nfe: int = 0  # forward passes spent planning (the model's choice among ``plan.indents``)
+    heal: str = ""  # the partial word before the cursor, which the model writes again (token healing)
 
     @property
     def start(self) -> int:
@@ -153,7 +157,10 @@ class DocumentPlan:
         """The text the model is shown before the hole. For a fill on a blank line (``Plan.on_blank_line``) it
         ends with the line's indentation, less its last space: that space belongs to the first word's token
         (``" for"``, ``" return"``), as the tokenizer splits an indented line, so slot 0 holds that word (a
-        header's keyword: ``first``)."""
+        header's keyword: ``first``). With token healing (``heal``) it ends before the partial word at the
+        cursor, which slot 0 writes whole (``" sorted"`` for a cursor after ``" sor"``)."""
+        if self.heal:
+            return self.prefix[: len(self.prefix) - len(self.heal)]
         if not self.plan.on_blank_line:
             return self.prefix
         p = self.prefix + self.plan.lead
@@ -173,7 +180,11 @@ class DocumentPlan:
         return postprocess.bracket_context(self._near, self.suffix, self.doc.grammar)
 
     def finish(self, raw: str) -> str:
-        """The text to show for the model's decoded fill ``raw`` (cuts, brackets, indentation: ``postprocess``)."""
+        """The text to show for the model's decoded fill ``raw`` (cuts, brackets, indentation: ``postprocess``).
+        With token healing the raw fill starts with the partial word the document already holds: that part
+        is not inserted again."""
+        if self.heal and raw.startswith(self.heal):
+            raw = raw[len(self.heal) :]
         near = self._near
         g = self.doc.grammar
         model_unit = postprocess.detect_indent(near + raw, self.plan.unit or g.indent)
@@ -318,6 +329,7 @@ class Engine:
         self.contexts = ContextStore(context_cache)
         self._line_end: torch.Tensor | None = None
         self._keyword_tables: dict[str, torch.Tensor | None] = {}  # by grammar name (``_keywords``)
+        self._sorted_vocab: list[tuple[str, int]] | None = None  # (text, id) in text order (``_starting_with``)
 
     @property
     def line_end(self) -> torch.Tensor:
@@ -579,6 +591,9 @@ class Engine:
         line_stop = overrides.get("line_stop", pl.single_line and mode == "insert")
         cfg = cfg.with_(initial_canvas=max(1, min(pl.initial_canvas, cfg.max_tokens)), line_stop=line_stop)
         first = self._keywords(doc.grammar) if pl.kind == "header" and not self.is_ar else None
+        heal = ""
+        if first is None and mode == "insert" and pl.code and pl.start == pl.end and not self.is_ar:
+            heal, first = self._healing(text, pl.start)
         timings = {"parse": (t1 - t0) * 1e3, "plan": plan_ms}
         nfe = 0
         if len(pl.indents) > 1 and isinstance(self.model, DiffusionLM) and not self.is_ar:
@@ -588,7 +603,42 @@ class Engine:
             timings["indent"] = (time.perf_counter() - t2) * 1e3
             nfe = 1
         return DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, repair, uri, timings,
-                            first, nfe)
+                            first, nfe, heal)
+
+    def _healing(self, text: str, offset: int) -> tuple[str, torch.Tensor | None]:
+        """Token healing for a cursor right after a partial word (``result = sor|``): the word's letters and
+        digits, with the space before them, are left out of the model's prefix, and slot 0 may only hold a
+        token that starts with them (`` sorted``), so the word is continued as the tokenizer would split it
+        whole, not from the unnatural boundary the cursor cut. ("", None) when the cursor does not end a
+        partial word, ends a word that goes on after it, or no token starts with that text."""
+        i = offset
+        while i > 0 and offset - i < HEAL_CHARS and text[i - 1].isalnum():
+            i -= 1
+        if i == offset or (offset < len(text) and (text[offset].isalnum() or text[offset] == "_")):
+            return "", None
+        if i > 0 and text[i - 1] == " ":
+            i -= 1
+        heal = text[i:offset]
+        table = self._starting_with(heal)
+        return (heal, table) if table is not None else ("", None)
+
+    def _starting_with(self, text: str) -> torch.Tensor | None:
+        """(V,) bool on the model's device: the tokens whose text starts with ``text``; None if there are none."""
+        with self._lock:
+            if self._sorted_vocab is None:
+                tok, v = self.tokenizer, self.model.cfg.vocab_size
+                self._sorted_vocab = sorted((tok.decode([i]), i) for i in range(min(v, tok.vocab_size)))
+            vocab = self._sorted_vocab
+        ids = []
+        for word, i in vocab[bisect.bisect_left(vocab, (text, -1)) :]:
+            if not word.startswith(text):
+                break
+            ids.append(i)
+        if not ids:
+            return None
+        table = torch.zeros(self.model.cfg.vocab_size, dtype=torch.bool)
+        table[ids] = True
+        return table.to(self.model.device)
 
     def _choose_indent(self, prefix: str, suffix: str, indents: tuple[str, ...], uri: str | None) -> str:
         """The model's choice among a blank line's possible indentations (``Plan.indents``): one pass over a

@@ -1,6 +1,6 @@
 """The commit policy's speed-quality curve, measured on held-out code (never on the benchmarks).
 
-    python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions] [--floors 1,4] [--spread R]
+    python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions|words] [--floors 1,4] [--spread R]
                                    [--pad-thresholds 0.3,0.5] [--floor-ramp R] [--document [--no-repair]]
                                    [--initial-canvas N]
                                    [--json OUT]
@@ -9,7 +9,8 @@
 parse check and its repair rounds, the cursor on an empty line of its own), as ``edit-engine eval --document``
 does on the benchmarks.
 
-Holes: single lines (with their newline, as HumanEval single-line cuts them) from the corpus's validation split
+Holes (``--holes words``: the rest of a line being typed, the cursor inside a word; ``word_holes``): single
+lines (with their newline, as HumanEval single-line cuts them) from the corpus's validation split
 (``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
 fixed seed. For each commit policy (score x threshold) it fills every hole and reports exact match (the line
 exactly), line-prefix accuracy (how much of the true line the fill gets right from the start, in characters,
@@ -28,6 +29,7 @@ import ast
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -94,6 +96,37 @@ def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[str] 
         i = rng.choice(cands)
         whole_pre, whole_suf = "".join(lines[:i]), "".join(lines[i + 1 :])
         out.append((whole_pre[-max_prefix_chars:], whole_suf[:2000], lines[i], whole_pre, whole_suf))
+    return out
+
+
+def word_holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[str] | None = None,
+               all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
+    """n cuts shaped like typing: a held-out line (as ``holes`` draws them) cut inside a word of at least three
+    letters or digits, after its first one to all but its last; the hole is the rest of that line (without its
+    newline) and the document does not hold it yet, as when the user is typing the line. The same tuple as
+    ``holes``; the suffix starts with the line's newline."""
+    from edit_engine.train import corpus
+
+    files = held_out_files(roots, all_files)
+    rng = random.Random(seed)
+    out: list[tuple[str, str, str, str, str]] = []
+    while len(out) < n:
+        text = corpus.read_text(rng.choice(files))
+        if not text:
+            continue
+        lines = text.splitlines(keepends=True)
+        cands = [i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")
+                 and 8 <= len(ln.strip()) <= 80 and i > 3 and ln.endswith("\n")]
+        if not cands:
+            continue
+        i = rng.choice(cands)
+        line = lines[i][:-1]
+        cuts = [m.start() + k for m in re.finditer(r"[^\W_]{3,}", line) for k in range(1, len(m.group()) - 1)]
+        if not cuts:
+            continue
+        k = rng.choice(cuts)
+        whole_pre, whole_suf = "".join(lines[:i]) + line[:k], "\n" + "".join(lines[i + 1 :])
+        out.append((whole_pre[-max_prefix_chars:], whole_suf[:2000], line[k:], whole_pre, whole_suf))
     return out
 
 
@@ -179,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-floors", action="store_true", help="only the rows with a floor above one")
     ap.add_argument("--no-line-stop", action="store_true",
                     help="denoise whole fills (the line scored is the same; only passes and time differ)")
-    ap.add_argument("--holes", choices=("lines", "functions"), default="lines",
+    ap.add_argument("--holes", choices=("lines", "functions", "words"), default="lines",
                     help="lines: any line of a held-out file, with the file as context; functions: a body line of a "
                     "short held-out function with a docstring, with that function alone as context (HumanEval's "
                     "shape)")
@@ -229,8 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     from edit_engine.eval.harness import document_filler, edit_similarity, has_code
 
     eng = Engine.load(a.model, threads=a.threads)
-    cases = (holes(a.n, roots=a.corpus, all_files=a.all_files) if a.holes == "lines"
-             else function_holes(a.n, roots=a.corpus, all_files=a.all_files))
+    make = {"lines": holes, "functions": function_holes, "words": word_holes}[a.holes]
+    cases = make(a.n, roots=a.corpus, all_files=a.all_files)
+    words = a.holes == "words"  # the rest of a line being typed: no newline in the hole
     eng.infill(cases[0][0], cases[0][1])  # warm-up
     # The parse check counts only holes whose file parses as it is (some corpus files are Python 2 or templates).
     parse_ok_files = [parses(wp + line + ws) for _, _, line, wp, ws in cases]
@@ -247,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         sims: list[float] = []
         kw = dict(score=score, threshold=thr, pad_threshold=pthr, min_commit=floor, spread=a.spread,
                   remask=a.remask, floor_ramp=a.floor_ramp)
-        doc_fill = (document_filler(eng, whole_lines=True, line_stop=not a.no_line_stop, repair=not a.no_repair,
-                                    **kw) if a.document else None)
+        doc_fill = (document_filler(eng, whole_lines=not words, line_stop=not a.no_line_stop,
+                                    repair=not a.no_repair, **kw) if a.document else None)
         for (pre, suf, line, whole_pre, whole_suf), check in zip(cases, parse_ok_files, strict=True):
             t = time.perf_counter()
             if doc_fill is not None:  # the completion is what the edit puts between prefix and suffix
@@ -260,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
                                initial_canvas=a.initial_canvas, **kw)
                 text, r_nfe, r_tokens = r.text, r.nfe, r.tokens
                 fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
+            if words:
+                fill = fill.split("\n", 1)[0]
             whole = whole_pre + fill + whole_suf
             ms.append((time.perf_counter() - t) * 1000)
             exact += fill == line

@@ -285,3 +285,40 @@ def test_engine_complete_uses_the_plan(tiny_engine: Engine, language: str, src: 
     assert {"plan", "parse", "repair", "total"} <= set(c.timings)
     if pl.single_line:
         assert "\n" not in c.text
+
+
+@pytest.mark.parametrize(("src", "heal"), [
+    ("def f(xs):\n    ys = sor|\n    return ys\n", " sor"),  # the space goes with the word's token
+    ("x.app|\n", "app"),
+    ("foo_ba|\n", "ba"),  # letters and digits only: "_" is a token of its own
+    ("x = max(a|)\n", "a"),
+    ("x = so|rted(y)\n", ""),  # the word goes on after the cursor
+    ("x = 1 + |\n", ""),  # no word at the cursor
+    ("x = f(|\n", ""),
+    ("s = 'wor|'\n", ""),  # inside a string: plain text, not healed
+    ("x = 1  # wor|\n", ""),  # inside a comment
+])
+def test_token_healing_backs_off_the_partial_word(packaged_engine: Engine, src: str, heal: str) -> None:
+    text, offset, _ = _cursor(src)
+    dp = packaged_engine.plan_document(text, offset, "python")
+    assert dp.heal == heal
+    if not heal:
+        assert dp.model_prefix == dp.prefix or dp.plan.on_blank_line
+        return
+    assert dp.model_prefix == text[: offset - len(heal)] and dp.model_suffix == text[offset:]
+    tok = packaged_engine.tokenizer
+    assert dp.first is not None
+    assert all(tok.decode([i]).startswith(heal) for i in dp.first.nonzero().flatten().tolist())
+    assert dp.finish(heal + "ted") == "ted"  # the part the document holds is not inserted again
+
+
+def test_token_healing_in_the_packaged_model(packaged_engine: Engine) -> None:
+    """The packaged model after ``ys = sor``: slot 0 is a token that starts with `` sor``, and the edit inserts
+    only the rest of the word (the document already holds ``sor``)."""
+    text = "def f(xs):\n    ys = sor\n    return ys\n"
+    at = text.index("sor") + 3
+    dp = packaged_engine.plan_document(text, at, "python")
+    assert dp.heal == " sor" and dp.first is not None
+    c = packaged_engine.complete(text, at, "python")
+    assert c.kind == "rest_of_line" and c.text and not c.text.startswith(("sor", " "))
+    assert ("sor" + c.text).startswith(("sorted", "sort"))

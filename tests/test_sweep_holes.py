@@ -28,6 +28,16 @@ def test_function_holes_are_humaneval_shaped() -> None:
         assert hole_line > fn.body[0].end_lineno  # after the docstring  # type: ignore[operator]
 
 
+def test_word_holes_cut_inside_a_word_and_rebuild_the_file() -> None:
+    holes = sweep_commit.word_holes(12, seed=5)
+    assert len(holes) == 12
+    for pre, suf, rest, whole_pre, whole_suf in holes:
+        assert whole_pre.endswith(pre) and whole_suf.startswith(suf) and suf.startswith("\n")
+        assert pre[-1].isalnum() and rest[0].isalnum() and "\n" not in rest  # the cursor is inside a word
+        line = whole_pre[whole_pre.rfind("\n") + 1 :] + rest
+        assert line.strip() and not line.lstrip().startswith("#")
+
+
 def test_parse_check_counts_only_what_parses() -> None:
     assert sweep_commit.parses("def f():\n    return 1\n")
     assert not sweep_commit.parses("def f(:\n")
