@@ -34,6 +34,7 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 # (score, threshold, pad_threshold, min_commit): the commit policy (threshold, and the floor of slots committed
@@ -74,26 +75,34 @@ def held_out_files(roots: list[str] | None = None, all_files: bool = False) -> l
     return files
 
 
-def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[str] | None = None,
-          all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
-    """n (prefix, suffix, line, whole prefix, whole suffix) cuts: a non-blank line of a validation file, with its
-    newline. The model sees the first two (cut for speed; the engine keeps fewer tokens anyway); the parse check
-    rebuilds the whole file from the last two."""
+def _drawn_lines(seed: int, roots: list[str] | None, all_files: bool,
+                 whole: bool = False) -> Iterator[tuple[list[str], int, random.Random]]:
+    """Endless (lines of a file, index of a drawn line, the generator) draws: a non-blank, non-comment line of
+    8-80 characters past the fourth of a held-out file (``whole``: one that ends with its newline)."""
     from edit_engine.train import corpus
 
     files = held_out_files(roots, all_files)
     rng = random.Random(seed)
-    out: list[tuple[str, str, str, str, str]] = []
-    while len(out) < n:
+    while True:
         text = corpus.read_text(rng.choice(files))
         if not text:
             continue
         lines = text.splitlines(keepends=True)
         cands = [i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")
-                 and 8 <= len(ln.strip()) <= 80 and i > 3]
-        if not cands:
-            continue
-        i = rng.choice(cands)
+                 and 8 <= len(ln.strip()) <= 80 and i > 3 and (not whole or ln.endswith("\n"))]
+        if cands:
+            yield lines, rng.choice(cands), rng
+
+
+def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[str] | None = None,
+          all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
+    """n (prefix, suffix, line, whole prefix, whole suffix) cuts: a non-blank line of a validation file, with its
+    newline. The model sees the first two (cut for speed; the engine keeps fewer tokens anyway); the parse check
+    rebuilds the whole file from the last two."""
+    out: list[tuple[str, str, str, str, str]] = []
+    for lines, i, _ in _drawn_lines(seed, roots, all_files):
+        if len(out) == n:
+            break
         whole_pre, whole_suf = "".join(lines[:i]), "".join(lines[i + 1 :])
         out.append((whole_pre[-max_prefix_chars:], whole_suf[:2000], lines[i], whole_pre, whole_suf))
     return out
@@ -105,21 +114,10 @@ def word_holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[
     letters or digits, after its first one to all but its last; the hole is the rest of that line (without its
     newline) and the document does not hold it yet, as when the user is typing the line. The same tuple as
     ``holes``; the suffix starts with the line's newline."""
-    from edit_engine.train import corpus
-
-    files = held_out_files(roots, all_files)
-    rng = random.Random(seed)
     out: list[tuple[str, str, str, str, str]] = []
-    while len(out) < n:
-        text = corpus.read_text(rng.choice(files))
-        if not text:
-            continue
-        lines = text.splitlines(keepends=True)
-        cands = [i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")
-                 and 8 <= len(ln.strip()) <= 80 and i > 3 and ln.endswith("\n")]
-        if not cands:
-            continue
-        i = rng.choice(cands)
+    for lines, i, rng in _drawn_lines(seed, roots, all_files, whole=True):
+        if len(out) == n:
+            break
         line = lines[i][:-1]
         cuts = [m.start() + k for m in re.finditer(r"[^\W_]{3,}", line) for k in range(1, len(m.group()) - 1)]
         if not cuts:
