@@ -112,8 +112,8 @@ class DocumentPlan:
     sampler settings, how to finish each pass's text and how to check the result.
 
     ``Engine.stream_complete`` runs the whole request. A server may run the first denoising round itself,
-    batched with other requests: the hole between ``prefix`` and ``model_suffix`` under ``cfg`` (an empty canvas of
-    ``cfg.initial_canvas`` slots growing to ``cfg.max_tokens``), each pass's decoded canvas shown through
+    batched with other requests: the hole between ``model_prefix`` and ``model_suffix`` under ``cfg`` (an empty
+    canvas of ``cfg.initial_canvas`` slots growing to ``cfg.max_tokens``), each pass's decoded canvas shown through
     ``finish``; then, when ``checks``, hand the last canvas to ``Engine.finish_document`` for the parse check
     and the repair rounds. Rewrite mode (``rewrite``) starts from a scored canvas and runs only in the engine.
     """
@@ -331,27 +331,33 @@ class Engine:
         self._keyword_tables: dict[str, torch.Tensor | None] = {}  # by grammar name (``_keywords``)
         self._sorted_vocab: list[tuple[str, int]] | None = None  # (text, id) in text order (``_starting_with``)
 
+    def _vocab_table(self, table: torch.Tensor) -> torch.Tensor:
+        """A (V',) bool table over the tokenizer's ids as a (V,) table over the model's vocabulary (ids the
+        tokenizer lacks are False), on the model's device."""
+        v = self.model.cfg.vocab_size
+        table = torch.cat([table[:v], torch.zeros(max(0, v - len(table)), dtype=torch.bool)])
+        return table.to(self.model.device)
+
+    @property
+    def _n_tokens(self) -> int:
+        """Token ids both the tokenizer and the model know."""
+        return min(self.model.cfg.vocab_size, self.tokenizer.vocab_size)
+
     @property
     def line_end(self) -> torch.Tensor:
         """(V,) bool on the model's device: token ids whose text holds a newline (the sampler's line stop)."""
         if self._line_end is None:
-            tok, v = self.tokenizer, self.model.cfg.vocab_size
-            table = newline_tokens(tok.decode, min(v, tok.vocab_size))
-            table = torch.cat([table, torch.zeros(v - len(table), dtype=torch.bool)])
-            self._line_end = table.to(self.model.device)
+            self._line_end = self._vocab_table(newline_tokens(self.tokenizer.decode, self._n_tokens))
         return self._line_end
 
     def _keywords(self, g: syntax.Grammar) -> torch.Tensor | None:
         """The tokens that start a block header in ``g`` (``sampler.keyword_tokens`` of its
         ``header_keywords``), made once per grammar; None when the grammar names none or no token is one."""
         with self._lock:
-            table = self._keyword_tables.get(g.name)
-            if table is None and g.name not in self._keyword_tables:
-                tok, v = self.tokenizer, self.model.cfg.vocab_size
-                t = keyword_tokens(tok.decode, min(v, tok.vocab_size), g.header_keywords)
-                t = torch.cat([t, torch.zeros(v - len(t), dtype=torch.bool)])
-                table = self._keyword_tables[g.name] = t.to(self.model.device) if bool(t.any()) else None
-            return table
+            if g.name not in self._keyword_tables:
+                t = keyword_tokens(self.tokenizer.decode, self._n_tokens, g.header_keywords)
+                self._keyword_tables[g.name] = self._vocab_table(t) if bool(t.any()) else None
+            return self._keyword_tables[g.name]
 
     def _line_end_for(self, cfg: SamplerConfig) -> torch.Tensor | None:
         """The newline table when ``cfg`` asks for the line stop, else None (what the samplers take)."""
@@ -577,8 +583,9 @@ class Engine:
         of ``stream_complete``). Raises ValueError (bad mode, document too large, max_tokens < 1).
 
         ``stream_complete`` runs such a plan; a server may instead run its first denoising round itself (the
-        hole between ``prefix`` and ``model_suffix`` under ``cfg``, each pass's text through ``finish``) and hand the
-        last canvas to ``finish_document`` (see ``DocumentPlan``).
+        hole between ``model_prefix`` and ``model_suffix`` under ``cfg``, each pass's text through ``finish``)
+        and hand the last canvas to ``finish_document`` (see ``DocumentPlan``). With several candidate
+        indentations (``Plan.indents``) planning runs one forward pass: the model chooses (``DocumentPlan.nfe``).
         """
         if mode not in ("insert", "rewrite"):
             raise ValueError(f"mode={mode!r}; expected 'insert' or 'rewrite'")
@@ -626,8 +633,8 @@ class Engine:
         """(V,) bool on the model's device: the tokens whose text starts with ``text``; None if there are none."""
         with self._lock:
             if self._sorted_vocab is None:
-                tok, v = self.tokenizer, self.model.cfg.vocab_size
-                self._sorted_vocab = sorted((tok.decode([i]), i) for i in range(min(v, tok.vocab_size)))
+                decode = self.tokenizer.decode
+                self._sorted_vocab = sorted((decode([i]), i) for i in range(self._n_tokens))
             vocab = self._sorted_vocab
         ids = []
         for word, i in vocab[bisect.bisect_left(vocab, (text, -1)) :]:
@@ -636,9 +643,9 @@ class Engine:
             ids.append(i)
         if not ids:
             return None
-        table = torch.zeros(self.model.cfg.vocab_size, dtype=torch.bool)
+        table = torch.zeros(self._n_tokens, dtype=torch.bool)
         table[ids] = True
-        return table.to(self.model.device)
+        return self._vocab_table(table)
 
     def _choose_indent(self, prefix: str, suffix: str, indents: tuple[str, ...], uri: str | None) -> str:
         """The model's choice among a blank line's possible indentations (``Plan.indents``): one pass over a
