@@ -59,6 +59,12 @@ CONTEXT_STEP_CHARS = 512
 CONTEXT_STEP_TOKENS = 64
 
 
+def unheal(text: str, healed: str) -> str:
+    """A healed fill's text without the partial word the prefix already holds (``Engine.healing``); text
+    that does not start with it (slot 0 still masked) is left as it is."""
+    return text[len(healed) :] if healed and text.startswith(healed) else text
+
+
 def language_for_path(path: str | Path) -> str:
     return LANGUAGES_BY_SUFFIX.get(Path(path).suffix.lower(), "plaintext")
 
@@ -183,8 +189,7 @@ class DocumentPlan:
         """The text to show for the model's decoded fill ``raw`` (cuts, brackets, indentation: ``postprocess``).
         With token healing the raw fill starts with the partial word the document already holds: that part
         is not inserted again."""
-        if self.heal and raw.startswith(self.heal):
-            raw = raw[len(self.heal) :]
+        raw = unheal(raw, self.heal)
         near = self._near
         g = self.doc.grammar
         model_unit = postprocess.detect_indent(near + raw, self.plan.unit or g.indent)
@@ -492,18 +497,20 @@ class Engine:
 
     def stream(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
                seed: int = 0, should_stop: Callable[[], bool] | None = None, uri: str | None = None,
-               **overrides: Any) -> Iterator[Pass]:
+               heal: bool = True, **overrides: Any) -> Iterator[Pass]:
         """Yield every pass of filling the hole between ``prefix`` and ``suffix``. ``uri`` names the document
-        for the context cache (without one, the first prefix tokens do)."""
+        for the context cache (without one, the first prefix tokens do). ``heal``: token healing when the
+        prefix ends inside a word (``healing``); the text is then what follows the prefix, as without it."""
         for p, _ in self._run(prefix, suffix, max_tokens, seed, should_stop, overrides, single_line=False,
-                              uri=uri):
+                              uri=uri, heal=heal):
             yield p
 
     def infill(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
-               seed: int = 0, uri: str | None = None, **overrides: Any) -> InfillResult:
-        """Fill the hole between ``prefix`` and ``suffix``; returns the final text and counters."""
-        runs = deque(self._run(prefix, suffix, max_tokens, seed, None, overrides, single_line=False, uri=uri),
-                     maxlen=1)
+               seed: int = 0, uri: str | None = None, heal: bool = True, **overrides: Any) -> InfillResult:
+        """Fill the hole between ``prefix`` and ``suffix``; returns the final text and counters (``heal``: as
+        ``stream``)."""
+        runs = deque(self._run(prefix, suffix, max_tokens, seed, None, overrides, single_line=False, uri=uri,
+                               heal=heal), maxlen=1)
         p, t = runs[0]
         return InfillResult(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason,
                             self._count(p.text), t)
@@ -514,14 +521,15 @@ class Engine:
     def _run(self, prefix: str, suffix: str, max_tokens: int | None, seed: int,
              should_stop: Callable[[], bool] | None, overrides: dict[str, Any], single_line: bool,
              initial_canvas: int | None = None, start: int = 0, end: int = 0, uri: str | None = None,
-             ) -> Iterator[tuple[Pass, dict[str, float]]]:
+             heal: bool = False) -> Iterator[tuple[Pass, dict[str, float]]]:
         if len(prefix) + len(suffix) > MAX_DOCUMENT_CHARS:
             raise ValueError(f"document too large ({len(prefix) + len(suffix):,} > {MAX_DOCUMENT_CHARS:,} chars)")
         t0 = time.perf_counter()
         cfg = self._config(max_tokens, overrides)
         if initial_canvas is not None:
             cfg = cfg.with_(initial_canvas=max(1, min(initial_canvas, cfg.max_tokens)))
-        p_ids, s_ids = self._context(prefix, suffix)
+        healed, first = self.healing(prefix, suffix) if heal else ("", None)
+        p_ids, s_ids = self._context(prefix[: len(prefix) - len(healed)], suffix)
         t1 = time.perf_counter()
         tok = self.tokenizer
         key = self._doc_key(uri, p_ids, s_ids)
@@ -534,11 +542,11 @@ class Engine:
             else:
                 cache = stack.enter_context(self._encoded(key, p_ids, s_ids, cfg.max_tokens))
                 steps = denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop,
-                                line_end=self._line_end_for(cfg))
+                                line_end=self._line_end_for(cfg), first=first)
             t2 = time.perf_counter()
             timings = {"tokenize": (t1 - t0) * 1e3, "context": (t2 - t1) * 1e3}
             for step in steps:
-                text = self._text(step)
+                text = unheal(self._text(step), healed)
                 nl = text.find("\n") if single_line or cfg.line_stop else -1
                 if nl >= 0:  # a completion drops the newline; a line-stopped infill keeps it
                     text = text[:nl] if single_line else text[: nl + 1]
@@ -611,6 +619,13 @@ class Engine:
             nfe = 1
         return DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, repair, uri, timings,
                             first, nfe, heal)
+
+    def healing(self, prefix: str, suffix: str = "") -> tuple[str, torch.Tensor | None]:
+        """Token healing for a ``{prefix, suffix}`` request (``_healing`` at the end of ``prefix``): the text
+        the model writes again and slot 0's tokens, or ("", None). None for the autoregressive baseline."""
+        if self.is_ar:
+            return "", None
+        return self._healing(prefix + suffix[:1], len(prefix))
 
     def _healing(self, text: str, offset: int) -> tuple[str, torch.Tensor | None]:
         """Token healing for a cursor right after a partial word (``result = sor|``): the word's letters and

@@ -345,6 +345,20 @@ def test_http_completion_shape_and_fim_alias(server: BackgroundServer, engine: E
     assert health["status"] == "ok"
 
 
+def test_http_completion_heals_a_partial_word(packaged_engine: Engine) -> None:
+    """A prompt that ends inside a word is token-healed by the real server as by ``Engine.infill``: the
+    completion continues the word (``sor`` -> ``ted(...)``), never repeats it, and an append-only stream's
+    deltas add up to the same text."""
+    body = {"prompt": "def f(xs):\n    ys = sor", "suffix": "\n    return ys\n", "max_tokens": 16}
+    with serving(packaged_engine) as srv, httpx.Client(base_url=srv.url, timeout=TIMEOUT) as c:
+        text = c.post("/v1/completions", json=body).json()["choices"][0]["text"]
+        with c.stream("POST", "/v1/completions", json={**body, "stream": True}) as r:
+            events = sse_events(r.iter_lines())
+    assert text == packaged_engine.infill(body["prompt"], body["suffix"], max_tokens=16).text
+    assert text and not text.startswith(("sor", " ")) and ("sor" + text).startswith("sort")
+    assert "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1]) == text
+
+
 @pytest.mark.parametrize("diffusing", [True, False])
 def test_http_sse_stream(server: BackgroundServer, diffusing: bool) -> None:
     body = {"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 24, "stream": True, "diffusing": diffusing}

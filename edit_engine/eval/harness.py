@@ -66,7 +66,9 @@ def model_filler(engine: Engine, oracle: bool = False, line_stop: bool = True, *
             max_tokens = n
             kw["initial_canvas"] = n
             kw["min_tokens"] = n  # exactly the true length: no pad anywhere (the length rule has nothing to do)
-        r = engine.infill(task.prefix, task.suffix, language=task.language, max_tokens=max_tokens, **kw)
+        # Oracle length counts the true hole's tokens: no token healing, which would write part of the prefix.
+        r = engine.infill(task.prefix, task.suffix, language=task.language, max_tokens=max_tokens, heal=not oracle,
+                          **kw)
         return Fill(r.text, r.nfe, r.tokens, r.elapsed_ms, r.stop_reason)
 
     return fill

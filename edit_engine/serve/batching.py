@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass
+from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass, unheal
 from ..model import ContextCache
 from ..sampler import (
     SamplerConfig,
@@ -106,6 +106,7 @@ class JobSpec:
     then: Continuation | None = None  # finishes the job after its last batched pass, on the worker pool
     first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a block header's keyword)
     nfe: int = 0  # forward passes spent before the job (a document plan's), counted in every pass's nfe
+    heal: bool = False  # token healing of a prefix that ends inside a word, as ``Engine.infill`` does
 
 
 @dataclass(frozen=True)
@@ -131,12 +132,14 @@ class Job:
 
     def __init__(self, job_id: int, loop: asyncio.AbstractEventLoop, spec: JobSpec | None = None,
                  cfg: SamplerConfig | None = None, prefix_ids: list[int] | None = None,
-                 suffix_ids: list[int] | None = None) -> None:
+                 suffix_ids: list[int] | None = None, healed: str = "", first: torch.Tensor | None = None) -> None:
         self.id = job_id
         self.spec = spec or JobSpec("", "")
         self.cfg = cfg or SamplerConfig()
         self.prefix_ids = prefix_ids or []
         self.suffix_ids = suffix_ids or []
+        self.healed = healed  # token healing: the partial word the model writes again (left out of the text)
+        self.first = first  # (V,) bool: slot 0's tokens (a header's keyword, or the healed word's)
         self.loop = loop
         self.submitted = time.perf_counter()
         self.cancel_reason: str | None = None
@@ -252,8 +255,9 @@ class Scheduler:
             cfg = eng._config(spec.max_tokens, dict(spec.overrides))  # same clamping as Engine.stream
             if spec.initial_canvas is not None:
                 cfg = cfg.with_(initial_canvas=max(1, min(spec.initial_canvas, cfg.max_tokens)))
-        p_ids, s_ids = eng._context(spec.prefix, spec.suffix)
-        job = Job(next(self._ids), loop, spec, cfg, p_ids, s_ids)
+        healed, first = eng.healing(spec.prefix, spec.suffix) if spec.heal else ("", spec.first)
+        p_ids, s_ids = eng._context(spec.prefix[: len(spec.prefix) - len(healed)], spec.suffix)
+        job = Job(next(self._ids), loop, spec, cfg, p_ids, s_ids, healed, first)
         with self._cond:
             if self._stop:
                 raise Overloaded("the server is shutting down", "shutdown")
@@ -501,7 +505,7 @@ class Scheduler:
                               tok.mask_id)
                 a.open_from = None
             commit_pass(row, a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen, a.length_ban,
-                        a.budget, a.job.cfg.floor_at(a.nfe), a.job.spec.first)  # fresh canvas: the floor ramp
+                        a.budget, a.job.cfg.floor_at(a.nfe), a.job.first)  # fresh canvas: the floor ramp
             a.nfe += 1
         # One host read for the whole batch, per row: masked count, whether a pad was committed, and whether the
         # first line is decided (the sampler's line stop, for rows that ask for it).
@@ -556,14 +560,17 @@ class Scheduler:
     def _emit(self, a: _Active, n_masked: int, stop: str) -> None:
         tok = self.engine.tokenizer
         ids = a.canvas[0].tolist()
-        text = tok.decode(ids)
+        text = unheal(tok.decode(ids), a.job.healed)
         stable = None
         if a.job.spec.stable:
             cut = ids.index(tok.mask_id) if tok.mask_id in ids else len(ids)
             if a.budget is not None and not stop:  # remasking may still take back a slot with budget left
                 left = (a.budget[0] > 0).nonzero()
                 cut = min(cut, int(left[0]) if len(left) else cut)
-            stable = tok.decode(ids[:cut]).rstrip("\ufffd")  # an unfinished UTF-8 sequence is not stable yet
+            # An unfinished UTF-8 sequence is not stable yet; nor is anything before slot 0 holds the healed word.
+            stable = tok.decode(ids[:cut]).rstrip("\ufffd")
+            if a.job.healed:
+                stable = stable[len(a.job.healed) :] if stable.startswith(a.job.healed) else ""
         spec = a.job.spec
         if spec.single_line:
             text = _first_line(text)

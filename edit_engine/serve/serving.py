@@ -102,7 +102,7 @@ class Service:
             raise ServeError("invalid_params", "give {prefix, suffix} or {text, position | offset}")
         suffix = p.suffix or ""
         self._check_document(len(p.prefix) + len(suffix))
-        return Planned(JobSpec(p.prefix, suffix, p.maxTokens or self._default_max()))
+        return Planned(JobSpec(p.prefix, suffix, p.maxTokens or self._default_max(), heal=True))
 
     def _default_max(self) -> int | None:
         return self.settings.max_tokens if self.settings.max_tokens < self.engine.sampler.max_tokens else None
@@ -167,7 +167,7 @@ class Service:
         if r.temperature is not None:
             overrides["temperature"] = r.temperature
         return JobSpec(prompt, suffix, r.max_tokens or self._default_max(), seed=r.seed or 0,
-                       overrides=overrides, stable=stable)
+                       overrides=overrides, stable=stable, heal=True)
 
     # ------------------------------------------------------------------ running
     async def start(self, planned: Planned | JobSpec) -> Job:
@@ -188,7 +188,8 @@ class Service:
 
                 def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
                     for p, _t in eng._run(spec.prefix, spec.suffix, spec.max_tokens, spec.seed, should_stop,
-                                          dict(spec.overrides), spec.single_line, spec.initial_canvas):
+                                          dict(spec.overrides), spec.single_line, spec.initial_canvas,
+                                          heal=spec.heal):
                         yield p
 
                 return self.scheduler.submit_stream(run, loop)
