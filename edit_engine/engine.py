@@ -160,14 +160,15 @@ class DocumentPlan:
 
     @property
     def model_prefix(self) -> str:
-        """The text the model is shown before the hole. For a fill on a blank line (``Plan.on_blank_line``) it
-        ends with the line's indentation, less its last space: that space belongs to the first word's token
-        (``" for"``, ``" return"``), as the tokenizer splits an indented line, so slot 0 holds that word (a
-        header's keyword: ``first``). With token healing (``heal``) it ends before the partial word at the
-        cursor, which slot 0 writes whole (``" sorted"`` for a cursor after ``" sor"``)."""
+        """The text the model is shown before the hole. For a fill on a blank line or a block body
+        (``Plan.shows_lead``) it ends with the fill's first-line indentation (a body's line break too), less its
+        last space: that space belongs to the first word's token (``" for"``, ``" return"``), as the tokenizer
+        splits an indented line, so slot 0 holds that word (a header's keyword: ``first``). With token healing
+        (``heal``) it ends before the partial word at the cursor, which slot 0 writes whole (``" sorted"`` for
+        a cursor after ``" sor"``)."""
         if self.heal:
             return self.prefix[: len(self.prefix) - len(self.heal)]
-        if not self.plan.on_blank_line:
+        if not self.plan.shows_lead:
             return self.prefix
         p = self.prefix + self.plan.lead
         return p[:-1] if p.endswith(" ") else p

@@ -65,9 +65,15 @@ class Plan:
 
     @property
     def on_blank_line(self) -> bool:
-        """The fill starts a blank line (``statement``, ``header``): the model is shown the line's indentation
-        (``indent``) and the fill's first line gets exactly that indentation, whatever blanks the model wrote."""
+        """The fill starts a blank line (``statement``, ``header``)."""
         return self.kind in ("statement", "header")
+
+    @property
+    def shows_lead(self) -> bool:
+        """The model is shown the fill's first-line indentation (a blank line's, or a block body's ``lead``:
+        line break and indentation), so the fill's first line gets exactly that indentation, whatever blanks
+        the model wrote before its first word."""
+        return self.on_blank_line or self.kind == "block_body"
 
 
 def _bucket(n: int) -> int:

@@ -231,18 +231,11 @@ def finish(raw: str, plan: Plan, suffix: str, g: Grammar, model_unit: str | None
     # Multi-line: the first line goes to the plan's indentation; later lines keep their level relative to it.
     lines = fill.split("\n")
     unit = plan.unit or g.indent
-    if plan.on_blank_line:  # the model was shown the line's indentation and wrote the rest of the line
+    if plan.shows_lead:  # the model was shown the first line's indentation and wrote the rest of the line
         while len(lines) > 1 and not lines[0].strip():
             lines.pop(0)
         lines[0] = lines[0].lstrip(" \t")
-        model_base = target = plan.indent
-    elif plan.lead:  # the fill starts a new line (block body): drop the model's own line breaks before it
-        while len(lines) > 1 and not lines[0].strip():
-            lines.pop(0)
-        first = lines[0]
-        model_base = first[: len(first) - len(first.lstrip(" \t"))]
-        lines[0] = first.lstrip(" \t")
-        target = plan.lead.split("\n")[-1]
+        model_base = target = plan.lead.split("\n")[-1] if plan.lead else plan.indent
     else:
         model_base = plan.indent
         target = plan.indent

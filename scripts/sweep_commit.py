@@ -1,6 +1,6 @@
 """The commit policy's speed-quality curve, measured on held-out code (never on the benchmarks).
 
-    python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions|words] [--floors 1,4] [--spread R]
+    python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions|words|bodies] [--floors 1,4] [--spread R]
                                    [--pad-thresholds 0.3,0.5] [--floor-ramp R] [--document [--no-repair]]
                                    [--initial-canvas N]
                                    [--json OUT]
@@ -9,7 +9,8 @@
 parse check and its repair rounds, the cursor on an empty line of its own), as ``edit-engine eval --document``
 does on the benchmarks.
 
-Holes (``--holes words``: the rest of a line being typed, the cursor inside a word; ``word_holes``): single
+Holes (``--holes words``: the rest of a line being typed, the cursor inside a word, ``word_holes``; ``--holes
+bodies``: a block's first line after its header, the cursor at the header's end, ``body_holes``): single
 lines (with their newline, as HumanEval single-line cuts them) from the corpus's validation split
 (``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
 fixed seed. For each commit policy (score x threshold) it fills every hole and reports exact match (the line
@@ -128,6 +129,26 @@ def word_holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[
     return out
 
 
+def body_holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[str] | None = None,
+               all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
+    """n cuts shaped like a block body asked for: a held-out line (as ``holes`` draws them) that starts the
+    block of the header line just before it; the cursor ends the header (``def f(x):|``), the hole is a line
+    break and the body's first line, and the suffix starts with the line break after it. The same tuple as
+    ``holes``."""
+    out: list[tuple[str, str, str, str, str]] = []
+    for lines, i, _ in _drawn_lines(seed, roots, all_files, whole=True):
+        if len(out) == n:
+            break
+        head, line = lines[i - 1], lines[i]
+        if not head.rstrip().endswith(":") or head.lstrip().startswith("#"):
+            continue
+        if len(line) - len(line.lstrip()) <= len(head) - len(head.lstrip()):
+            continue
+        whole_pre, whole_suf = "".join(lines[:i])[:-1], "\n" + "".join(lines[i + 1 :])
+        out.append((whole_pre[-max_prefix_chars:], whole_suf[:2000], "\n" + line[:-1], whole_pre, whole_suf))
+    return out
+
+
 def function_holes(n: int, seed: int = 0, roots: list[str] | None = None,
                    all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
     """n cuts shaped like HumanEval single-line's, from held-out code: a standalone function of 5-25 lines with a
@@ -210,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-floors", action="store_true", help="only the rows with a floor above one")
     ap.add_argument("--no-line-stop", action="store_true",
                     help="denoise whole fills (the line scored is the same; only passes and time differ)")
-    ap.add_argument("--holes", choices=("lines", "functions", "words"), default="lines",
+    ap.add_argument("--holes", choices=("lines", "functions", "words", "bodies"), default="lines",
                     help="lines: any line of a held-out file, with the file as context; functions: a body line of a "
                     "short held-out function with a docstring, with that function alone as context (HumanEval's "
                     "shape)")
@@ -260,9 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     from edit_engine.eval.harness import document_filler, edit_similarity, has_code
 
     eng = Engine.load(a.model, threads=a.threads)
-    make = {"lines": holes, "functions": function_holes, "words": word_holes}[a.holes]
+    make = {"lines": holes, "functions": function_holes, "words": word_holes, "bodies": body_holes}[a.holes]
     cases = make(a.n, roots=a.corpus, all_files=a.all_files)
     words = a.holes == "words"  # the rest of a line being typed: no newline in the hole
+    bodies = a.holes == "bodies"  # a line break and a block's first line, after its header
     eng.infill(cases[0][0], cases[0][1])  # warm-up
     # The parse check counts only holes whose file parses as it is (some corpus files are Python 2 or templates).
     parse_ok_files = [parses(wp + line + ws) for _, _, line, wp, ws in cases]
@@ -279,12 +301,12 @@ def main(argv: list[str] | None = None) -> int:
         sims: list[float] = []
         kw = dict(score=score, threshold=thr, pad_threshold=pthr, min_commit=floor, spread=a.spread,
                   remask=a.remask, floor_ramp=a.floor_ramp)
-        doc_fill = (document_filler(eng, whole_lines=not words, line_stop=not a.no_line_stop,
+        doc_fill = (document_filler(eng, whole_lines=not (words or bodies), line_stop=not a.no_line_stop,
                                     repair=not a.no_repair, **kw) if a.document else None)
         for (pre, suf, line, whole_pre, whole_suf), check in zip(cases, parse_ok_files, strict=True):
             t = time.perf_counter()
             if doc_fill is not None:  # the completion is what the edit puts between prefix and suffix
-                d = doc_fill(Task("held-out", "python", pre, suf, line, single_line=True))
+                d = doc_fill(Task("held-out", "python", pre, suf, line, single_line=not bodies))
                 text, r_nfe, r_tokens = d.text, d.nfe, d.tokens
                 fill = text if text.endswith("\n") or not text else text + "\n"
             else:
@@ -294,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                 fill = r.text.split("\n", 1)[0] + "\n" if "\n" in r.text else r.text + "\n"
             if words:
                 fill = fill.split("\n", 1)[0]
+            elif bodies:  # the body's first line (the whole body was filled: a block body is multi-line)
+                fill = "\n" + text.lstrip("\n").split("\n", 1)[0] if text.strip() else ""
             whole = whole_pre + fill + whole_suf
             ms.append((time.perf_counter() - t) * 1000)
             exact += fill == line

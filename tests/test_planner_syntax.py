@@ -89,10 +89,13 @@ def test_cursor_situations(language: str, src: str, kind: str, replaced: str, st
 
 
 def test_block_body_is_indented_one_level_deeper() -> None:
+    """The model is shown the body's line break and indentation (``Plan.shows_lead``) and writes its later
+    lines at the indentation it was shown; the blanks it writes before its first word do not count."""
     text = "class A:\n    def f(self):"
     pl = planner.plan(text, len(text), language="python")
-    fill = postprocess.finish("return 1\nreturn 2", pl, "", syntax.load("python"))
-    assert fill == "\n        return 1\n        return 2"
+    assert pl.shows_lead and pl.lead == "\n        "
+    fill = postprocess.finish(" return 1\n        if x:\n            return 2", pl, "", syntax.load("python"))
+    assert fill == "\n        return 1\n        if x:\n            return 2"
 
 
 def test_tab_indented_document_gets_tabs() -> None:
@@ -303,7 +306,7 @@ def test_token_healing_backs_off_the_partial_word(packaged_engine: Engine, src: 
     dp = packaged_engine.plan_document(text, offset, "python")
     assert dp.heal == heal
     if not heal:
-        assert dp.model_prefix == dp.prefix or dp.plan.on_blank_line
+        assert dp.model_prefix == dp.prefix or dp.plan.shows_lead
         return
     assert dp.model_prefix == text[: offset - len(heal)] and dp.model_suffix == text[offset:]
     tok = packaged_engine.tokenizer
