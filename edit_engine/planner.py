@@ -260,9 +260,8 @@ def _header_close(text: str, offset: int, le: int, indent: str, g: syntax.Gramma
     nxt = _next_code_line(text, le, g.line_comment)
     if not nxt or _columns(_indent_of(nxt)) <= _columns(indent):
         return ""
-    near = text[max(0, offset - 4096) : offset]
-    if postprocess.open_brackets(near[near.find("\n") + 1 :] if offset > 4096 else near, g) \
-            or _prev_code_line(text, _line_at(text, offset)[0]).rstrip().endswith("\\"):
+    around, _ = postprocess.bracket_context(text[max(0, offset - 8192) : offset], "", g)
+    if around or _prev_code_line(text, _line_at(text, offset)[0]).rstrip().endswith("\\"):
         return ""
     return g.header_end
 

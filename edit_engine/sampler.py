@@ -279,7 +279,7 @@ def commit_pass(
     """One pass's decision, shared by every sampler: remask doubted drafts (``budget``: ``remask_budget``'s
     tensor, None = off), constrain, score, commit, propagate pads (in place). ``floor``: this pass's floor
     (``cfg.floor_at``; None = ``cfg.min_commit``). ``first`` (V,) bool: the only tokens slot 0 may take (a
-    block header's keyword, ``keyword_tokens``); None = any."""
+    block header's keyword, ``keyword_tokens``; a healed word's tokens, ``Engine.healing``); None = any."""
     redo = remask_drafts(logits, canvas, masked, budget, cfg, pad_id, mask_id) if budget is not None else None
     if first is not None:
         logits[:, 0].masked_fill_(~first.to(logits.device), float("-inf"))
