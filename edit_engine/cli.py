@@ -26,15 +26,20 @@ def spread_arg(text: str) -> int:
                                          f"expected an integer, got {text!r}") from None
 
 
-def pad_threshold_arg(text: str) -> float:
-    """``--pad-threshold T``: the length rule's threshold, 0 <= T <= 1 (``SamplerConfig.pad_threshold``)."""
+def _float_arg(text: str, ok: Callable[[float], bool], want: str) -> float:
+    """A number flag: ``text`` as a float, or a usage error naming what ``ok`` wants (not a traceback)."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"give a probability, 0 <= T <= 1 (0 = pads slot by slot); got {text}")
+    if not ok(v):
+        raise argparse.ArgumentTypeError(f"give {want}; got {text}")
     return v
+
+
+def pad_threshold_arg(text: str) -> float:
+    """``--pad-threshold T``: the length rule's threshold, 0 <= T <= 1 (``SamplerConfig.pad_threshold``)."""
+    return _float_arg(text, lambda v: 0.0 <= v <= 1.0, "a probability, 0 <= T <= 1 (0 = pads slot by slot)")
 
 
 def floor_ramp_arg(text: str) -> int:
@@ -49,8 +54,8 @@ def floor_ramp_arg(text: str) -> int:
 
 
 def add_sampler_args(p: argparse.ArgumentParser) -> None:
-    """The sampler flags ``infill`` and ``eval`` share: --spread/--no-spread, --remask, --pad-threshold and
-    --floor-ramp (each None unless given, so the model's sampler.json holds)."""
+    """The sampler flags ``infill`` and ``eval`` share: --spread/--no-spread, --remask, --pad-threshold,
+    --floor-ramp and --novel-penalty (each None unless given, so the model's sampler.json holds)."""
     p.add_argument("--spread", type=spread_arg, default=None, metavar="R",
                    help="no two tokens the floor commits in one pass lie within R slots of each other (0-8; "
                    "default: the model's sampler.json)")
@@ -64,17 +69,19 @@ def add_sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--floor-ramp", type=floor_ramp_arg, metavar="R",
                    help="the floor ramps up over the first passes: R slots, then 2R, 4R, ... up to --min-commit "
                    "(0 = off; default: the model's sampler.json)")
+    p.add_argument("--novel-penalty", type=novel_penalty_arg, metavar="P",
+                   help="take P off the logit of every name that occurs nowhere in the context and is not a common "
+                   "word of the language (0 = off; default: the model's sampler.json)")
+
+
+def novel_penalty_arg(text: str) -> float:
+    """``--novel-penalty P``: a logit penalty, 0 <= P <= 100 (0 = off; ``SamplerConfig.novel_penalty``)."""
+    return _float_arg(text, lambda v: 0.0 <= v <= 100.0, "a logit penalty, 0 <= P <= 100 (0 = off)")
 
 
 def remask_arg(text: str) -> float:
     """``--remask P``: a probability, 0 <= P < 1 (0 = off), as ``SamplerConfig.remask`` takes it."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 <= v < 1.0:
-        raise argparse.ArgumentTypeError(f"give a probability, 0 <= P < 1 (0 = off); got {text}")
-    return v
+    return _float_arg(text, lambda v: 0.0 <= v < 1.0, "a probability, 0 <= P < 1 (0 = off)")
 
 
 class UserError(Exception):
@@ -143,7 +150,7 @@ def _infill(a: argparse.Namespace) -> int:
     engine = Engine.load(a.model)
     overrides = set_overrides(threshold=a.threshold, temperature=a.temperature, min_commit=a.min_commit,
                               spread=a.spread, remask=a.remask, pad_threshold=a.pad_threshold,
-                              floor_ramp=a.floor_ramp)
+                              floor_ramp=a.floor_ramp, novel_penalty=a.novel_penalty)
     lang = a.language or language_for_path(path)
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
               repair=not a.no_repair, **overrides)

@@ -137,6 +137,8 @@ class DocumentPlan:
     first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a header's keyword)
     nfe: int = 0  # forward passes spent planning (the model's choice among ``plan.indents``)
     heal: str = ""  # the partial word before the cursor, which the model writes again (token healing)
+    bias: torch.Tensor | None = None  # (V,) float: the novel-name penalty for this context (``Engine.novelty_bias``)
+    ids: tuple[list[int], list[int]] | None = None  # the model's context tokens, when planning made them already
 
     @property
     def start(self) -> int:
@@ -336,6 +338,8 @@ class Engine:
         self._line_end: torch.Tensor | None = None
         self._keyword_tables: dict[str, torch.Tensor | None] = {}  # by grammar name (``_keywords``)
         self._sorted_vocab: list[tuple[str, int]] | None = None  # (text, id) in text order (``_starting_with``)
+        self._names: tuple[torch.Tensor, list[str]] | None = None  # name tokens' words (``_name_table``)
+        self._common: dict[str, torch.Tensor] = {}  # by grammar name: which words are common (``novelty_bias``)
 
     def _vocab_table(self, table: torch.Tensor) -> torch.Tensor:
         """A (V',) bool table over the tokenizer's ids as a (V,) table over the model's vocabulary (ids the
@@ -364,6 +368,45 @@ class Engine:
                 t = keyword_tokens(self.tokenizer.decode, self._n_tokens, g.header_keywords)
                 self._keyword_tables[g.name] = self._vocab_table(t) if bool(t.any()) else None
             return self._keyword_tables[g.name]
+
+    def _name_table(self) -> tuple[torch.Tensor, list[str]]:
+        """(V,) long over the model's vocabulary: for a name token (blanks, then one word: ``" numbers"``,
+        ``"numbers"``, ``"_id"``) the index of its word in the returned list of words, else -1. Made
+        once (it decodes the whole vocabulary)."""
+        with self._lock:
+            if self._names is None:
+                decode = self.tokenizer.decode
+                words: dict[str, int] = {}
+                group = torch.full((self.model.cfg.vocab_size,), -1, dtype=torch.long)
+                for i in range(self._n_tokens):
+                    w = decode([i]).lstrip(" \t")
+                    if w.isidentifier():
+                        group[i] = words.setdefault(w, len(words))
+                self._names = group.to(self.model.device), list(words)
+            return self._names
+
+    def novelty_bias(self, p_ids: list[int], s_ids: list[int], language: str,
+                     cfg: SamplerConfig) -> torch.Tensor | None:
+        """The sampler's novel-name penalty for a request whose model context is ``p_ids`` + ``s_ids`` (sampler
+        module doc, "Novel names"): a (V,) float logit bias, minus ``cfg.novel_penalty`` on every name token
+        whose word is neither in the context (as any of its tokens: ``" n"`` and ``"n"`` are one word) nor one
+        of the grammar's ``common_words``. None when the penalty is off, the grammar lists no common words,
+        or the model is the autoregressive baseline."""
+        if cfg.novel_penalty <= 0 or self.is_ar:
+            return None
+        g = syntax.load(language)
+        if not g.common_words:
+            return None
+        group, words = self._name_table()
+        with self._lock:
+            if g.name not in self._common:
+                self._common[g.name] = torch.tensor([w in g.common_words for w in words] + [True],
+                                                    dtype=torch.bool, device=group.device)
+            known = self._common[g.name].clone()  # (W + 1,): the last entry stands for "not a name"
+        ctx = torch.tensor(p_ids + s_ids, dtype=torch.long, device=group.device)
+        known[group[ctx.clamp(0, group.numel() - 1)]] = True  # -1 (not a name) indexes the last entry
+        novel = ~known[group]
+        return novel.to(torch.float32) * -cfg.novel_penalty
 
     def _line_end_for(self, cfg: SamplerConfig) -> torch.Tensor | None:
         """The newline table when ``cfg`` asks for the line stop, else None (what the samplers take)."""
@@ -503,7 +546,7 @@ class Engine:
         for the context cache (without one, the first prefix tokens do). ``heal``: token healing when the
         prefix ends inside a word (``healing``); the text is then what follows the prefix, as without it."""
         for p, _ in self._run(prefix, suffix, max_tokens, seed, should_stop, overrides, single_line=False,
-                              uri=uri, heal=heal):
+                              uri=uri, heal=heal, language=language):
             yield p
 
     def infill(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
@@ -511,7 +554,7 @@ class Engine:
         """Fill the hole between ``prefix`` and ``suffix``; returns the final text and counters (``heal``: as
         ``stream``)."""
         runs = deque(self._run(prefix, suffix, max_tokens, seed, None, overrides, single_line=False, uri=uri,
-                               heal=heal), maxlen=1)
+                               heal=heal, language=language), maxlen=1)
         p, t = runs[0]
         return InfillResult(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason,
                             self._count(p.text), t)
@@ -522,7 +565,7 @@ class Engine:
     def _run(self, prefix: str, suffix: str, max_tokens: int | None, seed: int,
              should_stop: Callable[[], bool] | None, overrides: dict[str, Any], single_line: bool,
              initial_canvas: int | None = None, start: int = 0, end: int = 0, uri: str | None = None,
-             heal: bool = False) -> Iterator[tuple[Pass, dict[str, float]]]:
+             heal: bool = False, language: str = "python") -> Iterator[tuple[Pass, dict[str, float]]]:
         if len(prefix) + len(suffix) > MAX_DOCUMENT_CHARS:
             raise ValueError(f"document too large ({len(prefix) + len(suffix):,} > {MAX_DOCUMENT_CHARS:,} chars)")
         t0 = time.perf_counter()
@@ -543,7 +586,8 @@ class Engine:
             else:
                 cache = stack.enter_context(self._encoded(key, p_ids, s_ids, cfg.max_tokens))
                 steps = denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop,
-                                line_end=self._line_end_for(cfg), first=first)
+                                line_end=self._line_end_for(cfg), first=first,
+                                bias=self.novelty_bias(p_ids, s_ids, language, cfg))
             t2 = time.perf_counter()
             timings = {"tokenize": (t1 - t0) * 1e3, "context": (t2 - t1) * 1e3}
             for step in steps:
@@ -618,8 +662,12 @@ class Engine:
             pl = dataclasses.replace(pl, indent=indent, lead=indent if pl.lead else "")
             timings["indent"] = (time.perf_counter() - t2) * 1e3
             nfe = 1
-        return DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, repair, uri, timings,
-                            first, nfe, heal)
+        dp = DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, repair, uri, timings,
+                          first, nfe, heal)
+        if cfg.novel_penalty > 0 and pl.code:
+            ids = self._context(dp.model_prefix, dp.model_suffix)
+            dp = dataclasses.replace(dp, bias=self.novelty_bias(*ids, language, cfg), ids=ids)
+        return dp
 
     def healing(self, prefix: str, suffix: str = "") -> tuple[str, torch.Tensor | None]:
         """Token healing for a ``{prefix, suffix}`` request (``_healing`` at the end of ``prefix``): the text
@@ -713,7 +761,7 @@ class Engine:
             if context is not None:
                 cache = context()
             else:
-                p_ids, s_ids = self._context(dp.model_prefix, dp.model_suffix)
+                p_ids, s_ids = dp.ids or self._context(dp.model_prefix, dp.model_suffix)
                 key = self._doc_key(dp.uri, p_ids, s_ids)
                 cache = stack.enter_context(self._encoded(key, p_ids, s_ids, dp.cfg.max_tokens))
             init = self._remask(dp, cache, tokens, fill, found, st)
@@ -809,7 +857,7 @@ class Engine:
         post-processing and the yield of every pass but those that end a round (same results, less work)."""
         tok, pl, cfg = self.tokenizer, dp.plan, dp.cfg
         t2 = time.perf_counter()
-        p_ids, s_ids = self._context(dp.model_prefix, dp.model_suffix)
+        p_ids, s_ids = dp.ids or self._context(dp.model_prefix, dp.model_suffix)
         t3 = time.perf_counter()
         doc_key = self._doc_key(dp.uri, p_ids, s_ids)
         if self.is_ar:  # one pass per token; no rewrite scoring and no repair rounds (they re-mask a canvas)
@@ -868,7 +916,7 @@ class Engine:
             last: Step | None = None
             fill = ""
             for step in denoise(self.model, cache, dp.cfg, tok.pad_id, tok.mask_id, seed, should_stop, init,
-                                line_end=self._line_end_for(dp.cfg), first=dp.first):
+                                line_end=self._line_end_for(dp.cfg), first=dp.first, bias=dp.bias):
                 if last is not None:  # hold each pass back one step: only the very last one is final
                     if stream:
                         yield Pass(st.index, fill, last.masked, False, st.nfe + last.nfe, pl.start, pl.end)

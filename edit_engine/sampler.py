@@ -41,6 +41,13 @@ decided goes back to the mask and is predicted again in a later pass, at most ``
 (which bounds the extra passes). Pads are never remasked, so the length stays as decided. With remasking, a
 committed slot can change, so the line stop gives the first line as decided when it stops.
 
+Novel names (``novel_penalty`` > 0, given to the run as ``bias``: ``Engine.novelty_bias``). A small model
+invents names: ``len(lens)`` where the function's list is ``numbers``. Code mostly uses the names its context
+defines, or the language's common ones. So a name token (a word, with or without its leading space) whose word
+occurs nowhere in the model's context and is not a common word of the language (the grammar's
+``common_words``) has ``novel_penalty`` taken off its logit in every pass. It is a prior, not a ban: a new local
+name still wins where the model is sure of it.
+
 The loop keeps canvas, mask and scores as tensors: per pass there is one host read (is anything still masked?)
 and no Python loop over positions. It counts forward passes (nfe).
 
@@ -114,6 +121,9 @@ class SamplerConfig:
     # trained to judge visible tokens (``edit-engine train --corrupt``); others score them meaninglessly.
     remask: float = 0.0
     remask_limit: int = 1
+    # Copy prior (module doc, "Novel names"): this much is taken off the logit of every name token that occurs
+    # nowhere in the model's context and is not one of the language's common words. 0 = off.
+    novel_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -141,6 +151,8 @@ class SamplerConfig:
             raise ValueError("remask must be a probability, 0 <= remask < 1 (0 = off)")
         if not 0 <= self.remask_limit <= 100:
             raise ValueError("remask_limit must be between 0 and 100")
+        if not 0.0 <= self.novel_penalty <= 100.0:
+            raise ValueError("novel_penalty must be between 0 (off) and 100")
 
     def floor_at(self, n_pass: int) -> int:
         """The floor of pass ``n_pass`` (0-based) over a fresh canvas: ``min_commit``, or with ``floor_ramp``
@@ -263,6 +275,15 @@ def remask_drafts(logits: torch.Tensor, canvas: torch.Tensor, masked: torch.Tens
     return bad
 
 
+def add_bias(logits: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``logits`` (B, C, V) with a (V,) or (B, V) logit ``bias`` added to every slot (in place); as it is when
+    ``bias`` is None."""
+    if bias is not None:
+        b = bias.to(logits.device, logits.dtype)
+        logits += b if b.dim() == 1 else b.unsqueeze(1)
+    return logits
+
+
 def commit_pass(
     logits: torch.Tensor,
     canvas: torch.Tensor,
@@ -349,6 +370,7 @@ def denoise(
     init: torch.Tensor | None = None,
     line_end: torch.Tensor | None = None,
     first: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> Iterator[Step]:
     """The fast sampler: yields a Step after every pass; the last has ``final=True``.
 
@@ -356,7 +378,8 @@ def denoise(
     canvas (repair, rewrite): slots holding the mask id are denoised, the others are kept. Closing the
     generator or ``should_stop()`` returning True stops the work before the next pass. ``line_end`` (V,) bool:
     the token ids that hold a newline (``newline_tokens``); required by ``cfg.line_stop``. ``first`` (V,) bool:
-    the only tokens slot 0 may take (``commit_pass``).
+    the only tokens slot 0 may take (``commit_pass``). ``bias`` (V,) float: added to every slot's logits in every
+    pass (module doc, "Novel names").
     """
     dev = model.device
     if cfg.line_stop and line_end is None:
@@ -387,7 +410,7 @@ def denoise(
             return
         floor = cfg.floor_at(nfe) if ramp else cfg.min_commit
         if open_from is not None:
-            logits = model.canvas_logits(canvas, cache)  # (B, C, V): the length pass needs pad probabilities
+            logits = add_bias(model.canvas_logits(canvas, cache), bias)  # the length pass needs pad probabilities
             decide_length(logits, canvas, masked, length_ban, open_from, cfg, pad_id, mask_id)
             commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor, first)
             open_from = None
@@ -397,12 +420,12 @@ def denoise(
             h = model.canvas_hidden(canvas, cache)  # (B, C, D)
             ban = _pad_banned(canvas, masked, pad_id, cfg, length_ban)
             with torch.no_grad():  # the head's weight is a parameter: no graph, and the Triton path on a GPU
-                idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, ban)
+                idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, ban, bias)
             kernels.commit_from_stats(idx, sc, canvas, masked, cfg.threshold, floor, cfg.max_commit, cfg.spread)
             if cfg.pad_rules:
                 _propagate_pads(canvas, masked, pad_id)
         else:
-            logits = model.canvas_logits(canvas, cache)  # (B, C, V)
+            logits = add_bias(model.canvas_logits(canvas, cache), bias)  # (B, C, V)
             commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor, first)
         nfe += 1
         if cfg.line_stop:

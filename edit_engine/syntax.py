@@ -51,6 +51,9 @@ class Grammar:
     # deeper-indented line must be a header ending with it (the planner's ``header`` spans). None: no such rule.
     header_end: str | None = None
     header_keywords: tuple[str, ...] = ()  # words that start a header (a rest-of-line span gets the rule only then)
+    # Names code uses without defining them (keywords, builtins, methods of the builtin types): the sampler's
+    # ``novel_penalty`` spares them. Empty: the penalty is off for the language (``Engine.novelty_bias``).
+    common_words: frozenset[str] = frozenset()
 
     @property
     def has_tree(self) -> bool:
@@ -87,6 +90,7 @@ def load(language: str) -> Grammar:
         "compile_check": s.get("compile_check"),
         "header_end": s.get("header_end"),
         "header_keywords": tuple(s.get("header_keywords", ())),
+        "common_words": frozenset(s.get("common_words", ())),
     }
     try:
         module = importlib.import_module(s["module"])

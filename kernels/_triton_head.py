@@ -27,9 +27,10 @@ from ._triton_commit import _INT_BIG, SCORE_CODE, block_stats, finish_score, mer
 
 @triton.jit
 def _head_split_kernel(
-    h_ptr, w_ptr, pad_ban_ptr, part_f_ptr, part_i_ptr, M, V, D, stride_h, stride_w, v_per_split, ban_id, pad_id,
-    HAS_PAD_BAN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr,
-    F32: tl.constexpr, BIG: tl.constexpr,
+    h_ptr, w_ptr, pad_ban_ptr, bias_ptr, part_f_ptr, part_i_ptr, M, V, D, stride_h, stride_w, v_per_split, ban_id,
+    pad_id, rows_per_bias, stride_bias,
+    HAS_PAD_BAN: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr,
+    BLOCK_K: tl.constexpr, F32: tl.constexpr, BIG: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     split = tl.program_id(1)
@@ -55,6 +56,10 @@ def _head_split_kernel(
             b = tl.load(w_ptr + cols[:, None].to(tl.int64) * stride_w + ks[None, :],
                         mask=cm[:, None] & km[None, :], other=0.0)
             acc += _dot(a, tl.trans(b), F32)
+        if HAS_BIAS:  # row r's bias row is r // rows_per_bias (one per batch row; stride 0: one for all)
+            brow = (rows // rows_per_bias).to(tl.int64) * stride_bias
+            acc += tl.load(bias_ptr + brow[:, None] + cols[None, :], mask=rm[:, None] & cm[None, :],
+                           other=0.0).to(tl.float32)
         cols2 = tl.zeros([BLOCK_M, BLOCK_V], tl.int32) + cols[None, :]
         dead = (cols2 >= v_end) | (cols2 == ban_id)
         if HAS_PAD_BAN:
@@ -105,9 +110,11 @@ def head_token_stats_triton(
     ban_id: int | None = None,
     pad_id: int | None = None,
     pad_ban: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
     num_splits: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """h (B, C, D), weight (V, D) -> (token (B, C) int64, score (B, C) fp32) of h @ weight.T, fused."""
+    """h (B, C, D), weight (V, D) -> (token (B, C) int64, score (B, C) fp32) of h @ weight.T (+ ``bias``, (V,) or
+    (B, V)), fused."""
     if score not in SCORE_CODE:
         raise ValueError(f"score={score!r}; expected one of {tuple(SCORE_CODE)}")
     V, D = weight.shape
@@ -139,10 +146,19 @@ def head_token_stats_triton(
     part_f = torch.empty(5, num_splits, M, dtype=torch.float32, device=h.device)
     part_i = torch.empty(num_splits, M, dtype=torch.int32, device=h.device)
     ban = pad_ban.reshape(-1).to(torch.uint8).contiguous() if pad_ban is not None else idx
+    if bias is not None:
+        if bias.shape[-1] != V or bias.dim() not in (1, 2) or (bias.dim() == 2 and bias.shape[0] != shape[0]):
+            raise ValueError(f"bias of shape {tuple(bias.shape)} for {V} tokens and {shape[0]} rows")
+        bias_t = bias.to(device=h.device, dtype=torch.float32).contiguous()
+        stride_bias = 0 if bias.dim() == 1 else V
+        rows_per_bias = max(1, M // shape[0]) if bias.dim() == 2 else M
+    else:
+        bias_t, stride_bias, rows_per_bias = s, 0, 1
     _head_split_kernel[(row_blocks, num_splits)](
-        rows, w, ban, part_f, part_i, M, V, D, rows.stride(0), w.stride(0), v_per_split,
-        -1 if ban_id is None else int(ban_id), -1 if pad_id is None else int(pad_id),
-        HAS_PAD_BAN=pad_ban is not None, BLOCK_M=block_m, BLOCK_V=block_v, BLOCK_K=block_k,
+        rows, w, ban, bias_t, part_f, part_i, M, V, D, rows.stride(0), w.stride(0), v_per_split,
+        -1 if ban_id is None else int(ban_id), -1 if pad_id is None else int(pad_id), rows_per_bias, stride_bias,
+        HAS_PAD_BAN=pad_ban is not None, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_V=block_v,
+        BLOCK_K=block_k,
         F32=f32_dot(h.dtype), BIG=_INT_BIG,
     )
     block_r = min(128, triton.next_power_of_2(M))

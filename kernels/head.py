@@ -1,8 +1,9 @@
 """The tied linear head fused with the commit statistics: (token, score) per canvas slot without the logits.
 
-``head_token_stats(h, weight, score, ban_id, pad_id, pad_ban)`` returns what
-``token_stats_ref(h @ weight.T, score)`` returns after the sampler's bans (``ban_id``: a token no row may choose,
-the mask id; ``pad_id`` with ``pad_ban`` (B, C) bool: rows where the pad token is forbidden). Greedy only: a
+``head_token_stats(h, weight, score, ban_id, pad_id, pad_ban, bias)`` returns what
+``token_stats_ref(h @ weight.T + bias, score)`` returns after the sampler's bans (``ban_id``: a token no row may
+choose, the mask id; ``pad_id`` with ``pad_ban`` (B, C) bool: rows where the pad token is forbidden; ``bias``:
+None, or a (V,) or (B, V) logit bias, the sampler's novel-name penalty). Greedy only: a
 sampled choice (temperature > 0) needs every logit and keeps the plain path.
 
 Two implementations on CUDA, chosen by vocabulary size (``FUSED_HEAD_MIN_VOCAB``): the plain cuBLAS matmul
@@ -43,6 +44,13 @@ def _banned(logits: torch.Tensor, ban_id: int | None, pad_id: int | None,
     return logits
 
 
+def _biased(logits: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    if bias is None:
+        return logits
+    b = bias.to(logits.dtype)
+    return logits + (b if b.dim() == 1 else b.unsqueeze(-2))
+
+
 def head_token_stats_ref(
     h: torch.Tensor,
     weight: torch.Tensor,
@@ -50,9 +58,11 @@ def head_token_stats_ref(
     ban_id: int | None = None,
     pad_id: int | None = None,
     pad_ban: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """PyTorch twin. h (B, C, D), weight (V, D) -> (token (B, C) int64, score (B, C) fp32)."""
-    return token_stats_ref(_banned(F.linear(h, weight), ban_id, pad_id, pad_ban), score)
+    """PyTorch twin. h (B, C, D), weight (V, D) -> (token (B, C) int64, score (B, C) fp32). ``bias`` (V,) or
+    (B, V): added to the logits before the bans."""
+    return token_stats_ref(_banned(_biased(F.linear(h, weight), bias), ban_id, pad_id, pad_ban), score)
 
 
 def head_token_stats(
@@ -62,20 +72,21 @@ def head_token_stats(
     ban_id: int | None = None,
     pad_id: int | None = None,
     pad_ban: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
     fused: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dispatcher; ``fused`` None picks by ``FUSED_HEAD_MIN_VOCAB``, True/False force the Triton path's variant."""
     if not use_triton(h, weight):
-        return head_token_stats_ref(h, weight, score, ban_id, pad_id, pad_ban)
+        return head_token_stats_ref(h, weight, score, ban_id, pad_id, pad_ban, bias)
     if fused is None:
         fused = weight.shape[0] >= FUSED_HEAD_MIN_VOCAB
     if fused:
         from ._triton_head import head_token_stats_triton
 
-        return head_token_stats_triton(h, weight, score, ban_id, pad_id, pad_ban)
+        return head_token_stats_triton(h, weight, score, ban_id, pad_id, pad_ban, bias)
     from ._triton_commit import token_stats_triton
 
-    return token_stats_triton(_banned(F.linear(h, weight), ban_id, pad_id, pad_ban), score)
+    return token_stats_triton(_banned(_biased(F.linear(h, weight), bias), ban_id, pad_id, pad_ban), score)
 
 
 def commit_from_stats_ref(

@@ -243,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--initial-canvas", type=int, default=16, help="canvas slots to start with (grows when full)")
     ap.add_argument("--spread", type=int, default=0, metavar="R",
                     help="every row with the spread floor of radius R (SamplerConfig.spread; 0 = off)")
+    ap.add_argument("--novel-penalty", type=float, default=0.0, metavar="P",
+                    help="every row with the novel-name penalty P (SamplerConfig.novel_penalty; 0 = off)")
     ap.add_argument("--floor-ramp", type=int, default=0, metavar="R",
                     help="every row with the floor ramped up over the first passes, R, 2R, 4R, ... up to the row's "
                     "floor (SamplerConfig.floor_ramp; 0 = off)")
@@ -300,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         ms: list[float] = []
         sims: list[float] = []
         kw = dict(score=score, threshold=thr, pad_threshold=pthr, min_commit=floor, spread=a.spread,
-                  remask=a.remask, floor_ramp=a.floor_ramp)
+                  remask=a.remask, floor_ramp=a.floor_ramp, novel_penalty=a.novel_penalty)
         doc_fill = (document_filler(eng, whole_lines=not (words or bodies), line_stop=not a.no_line_stop,
                                     repair=not a.no_repair, **kw) if a.document else None)
         for (pre, suf, line, whole_pre, whole_suf), check in zip(cases, parse_ok_files, strict=True):
@@ -332,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             code_parsed += ok and has_code(fill)
         n = len(cases)
         row = {"score": score, "threshold": thr, "pad_threshold": pthr, "min_commit": floor,
-               "floor_ramp": a.floor_ramp, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
+               "floor_ramp": a.floor_ramp, "novel_penalty": a.novel_penalty, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
                "edit_sim": sim / n,
                "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n,
                "parse_ok": parsed / max(1, sum(parse_ok_files)),

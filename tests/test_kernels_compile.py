@@ -37,8 +37,8 @@ def _cases(dt: str) -> list[tuple[str, list[str], dict[str, Any]]]:
         ("_split_kernel", [p, p, p, U8, "*fp32", "*fp32"] + [I32] * 19 + [F32],
          {"HD": 64, "HAS_VALID": True, "BLOCK_C": 64, "BLOCK_N": 64, "BLOCK_D": 64, "F32": f32}),
         ("_combine_kernel", ["*fp32", "*fp32", p] + [I32] * 11, {"HD": 64, "BLOCK_C": 64, "BLOCK_D": 64}),
-        ("_head_split_kernel", [p, p, U8, "*fp32", "*i32"] + [I32] * 8,
-         {"HAS_PAD_BAN": True, "BLOCK_M": 64, "BLOCK_V": 64, "BLOCK_K": 64, "F32": f32, "BIG": BIG}),
+        ("_head_split_kernel", [p, p, U8, "*fp32", "*fp32", "*i32"] + [I32] * 10,
+         {"HAS_PAD_BAN": True, "HAS_BIAS": True, "BLOCK_M": 64, "BLOCK_V": 64, "BLOCK_K": 64, "F32": f32, "BIG": BIG}),
         ("_head_combine_kernel", ["*fp32", "*i32", I64, "*fp32", I32, I32], {"SCORE": 2, "BLOCK_R": 128}),
     ]
 

@@ -292,9 +292,11 @@ def test_canvas_attention_fully_masked_split() -> None:
 # ---------------------------------------------------------------------------------------------- fused head
 @FEW
 @given(c=st.sampled_from([1, 7, 63]), v=st.sampled_from([5, 333, 700]), d=st.sampled_from([8, 40, 72]),
-       score=SCORES, splits=st.sampled_from([None, 1, 3]), bans=st.booleans(), seed=st.integers(0, 999))
+       score=SCORES, splits=st.sampled_from([None, 1, 3]), bans=st.booleans(),
+       bias=st.sampled_from([None, "vocab", "rows"]), seed=st.integers(0, 999))
 def test_head_token_stats_matches_twin_fp32(c: int, v: int, d: int, score: str, splits: int | None, bans: bool,
-                                            seed: int) -> None:
+                                            bias: str | None, seed: int) -> None:
+    """Also with a logit bias (the sampler's novel-name penalty): one (V,) for every row, or one per batch row."""
     g = _gen(seed)
     b = 2
     h = torch.randn(b, c, d, generator=g)
@@ -302,6 +304,8 @@ def test_head_token_stats_matches_twin_fp32(c: int, v: int, d: int, score: str, 
     kw: dict[str, Any] = {}
     if bans:
         kw = {"ban_id": 1, "pad_id": 0, "pad_ban": torch.rand(b, c, generator=g) < 0.5}
+    if bias is not None:
+        kw["bias"] = torch.randn((v,) if bias == "vocab" else (b, v), generator=g) * 4
     idx, s = thead.head_token_stats_triton(h, w, score, num_splits=splits, **kw)
     idx_ref, s_ref = khead.head_token_stats_ref(h, w, score, **kw)
     assert torch.equal(idx, idx_ref), "token differs"

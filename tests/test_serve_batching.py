@@ -37,6 +37,15 @@ async def _run_all(sched: Scheduler, specs: list[JobSpec]) -> list[list[JobPass]
     return list(await asyncio.wait_for(asyncio.gather(*(collect(j) for j in jobs)), 120))
 
 
+def _scheduled(engine: Engine, specs: list[JobSpec], max_batch: int = 1) -> list[list[JobPass]]:
+    """Every job's passes, all submitted before the first admission to a fresh scheduler."""
+    sched = Scheduler(engine, Metrics(), max_batch=max_batch, max_queue=len(specs))
+    try:
+        return asyncio.run(_run_all(sched, specs))
+    finally:
+        sched.close()
+
+
 def _unbatched_equals_engine(engine: Engine, reqs: list[tuple[str, str, int, int]], **kw: float) -> None:
     """Each request through the scheduler at max_batch = 1 gives exactly the passes of ``engine.stream`` alone
     (token healing on in both, as the server's ``{prefix, suffix}`` requests have it)."""
@@ -279,3 +288,32 @@ def test_remasking_in_the_scheduler_equals_the_engine(engine: Engine, reqs: list
 def test_floor_ramp_in_the_scheduler_equals_the_engine(engine: Engine, reqs: list[tuple[str, str, int, int]]) -> None:
     """The floor ramp (the sampler's floor per pass of a fresh canvas) runs the same in the server's scheduler."""
     _unbatched_equals_engine(engine, reqs, min_commit=6, floor_ramp=1, spread=1)
+
+
+def test_the_scheduler_applies_the_penalty_as_the_engine_does(packaged_engine: Engine) -> None:
+    """Document and ``{prefix, suffix}`` requests with the penalty: the scheduler's passes (max_batch 1) are the
+    engine's, and the penalty changes at least one of the fills (the test can fail)."""
+    from edit_engine.serve.serving import document_spec
+
+    eng = packaged_engine
+    docs = [("def mean(values):\n    total = \n    return total / len(values)\n", "total = "),
+            ("def count_words(text):\n    words = text.split()\n\n    return counts\n", "split()\n")]
+    kw = {"novel_penalty": 4.0}
+    dps = [eng.plan_document(t, t.index(at) + len(at), "python", None, 16, repair=False, **kw) for t, at in docs]
+    assert all(dp.bias is not None for dp in dps)
+    infills = [("def scale(points, k):\n    return [", "]\n")]
+    specs = [document_spec(eng, dp) for dp in dps] + [
+        JobSpec(p, s, 16, heal=True, overrides=dict(kw), language="python") for p, s in infills]
+    got = _scheduled(eng, specs)
+    changed = 0
+    for (t, at), passes in zip(docs, got, strict=False):
+        o = t.index(at) + len(at)
+        want = list(eng.stream_complete(t, o, "python", None, 16, repair=False, **kw))
+        assert [(x.index, x.text, x.nfe) for x in passes] == [(x.index, x.text, x.nfe) for x in want]
+        off = list(eng.stream_complete(t, o, "python", None, 16, repair=False, novel_penalty=0.0))
+        changed += want[-1].text != off[-1].text
+    for (p, s), passes in zip(infills, got[len(docs):], strict=True):
+        want = list(eng.stream(p, s, max_tokens=16, **kw))
+        assert [(x.index, x.text, x.nfe) for x in passes] == [(x.index, x.text, x.nfe) for x in want]
+        changed += want[-1].text != list(eng.stream(p, s, max_tokens=16, novel_penalty=0.0))[-1].text
+    assert changed, "the penalty changed no fill"

@@ -102,7 +102,8 @@ def _eval(a: argparse.Namespace) -> int:
 
         engine = Engine.load(a.model, threads=a.threads or None)
         overrides = set_overrides(threshold=a.threshold, min_commit=a.min_commit, score=a.score, spread=a.spread,
-                                  remask=a.remask, pad_threshold=a.pad_threshold, floor_ramp=a.floor_ramp)
+                                  remask=a.remask, pad_threshold=a.pad_threshold, floor_ramp=a.floor_ramp,
+                                  novel_penalty=a.novel_penalty)
         line_stop = not (a.no_line_stop or a.no_truncate)
         if a.document:
             filler = document_filler(engine, whole_lines=a.benchmark in ("humaneval-single", "humaneval-multi"),
@@ -113,7 +114,8 @@ def _eval(a: argparse.Namespace) -> int:
             filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
         eff = engine.sampler_for(overrides)  # the checkpoint's sampler.json with this command's overrides
         sampler_used = {k: getattr(eff, k) for k in ("threshold", "score", "min_commit", "max_commit", "spread",
-                                                      "remask", "pad_threshold", "floor_ramp")}
+                                                      "remask", "pad_threshold", "floor_ramp",
+                                                      "novel_penalty")}
         model_name = str(engine.path or "")
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
 

@@ -45,6 +45,7 @@ from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass, unheal
 from ..model import ContextCache
 from ..sampler import (
     SamplerConfig,
+    add_bias,
     commit_pass,
     decide_length,
     grow_budget,
@@ -107,6 +108,9 @@ class JobSpec:
     first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a block header's keyword)
     nfe: int = 0  # forward passes spent before the job (a document plan's), counted in every pass's nfe
     heal: bool = False  # token healing of a prefix that ends inside a word, as ``Engine.infill`` does
+    language: str = "python"  # a {prefix, suffix} request's language (the novel-name penalty's common words)
+    bias: torch.Tensor | None = None  # (V,) float: a document plan's novel-name penalty (``DocumentPlan.bias``)
+    ids: tuple[list[int], list[int]] | None = None  # prefix and suffix tokens, when the plan made them already
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,8 @@ class Job:
 
     def __init__(self, job_id: int, loop: asyncio.AbstractEventLoop, spec: JobSpec | None = None,
                  cfg: SamplerConfig | None = None, prefix_ids: list[int] | None = None,
-                 suffix_ids: list[int] | None = None, healed: str = "", first: torch.Tensor | None = None) -> None:
+                 suffix_ids: list[int] | None = None, healed: str = "", first: torch.Tensor | None = None,
+                 bias: torch.Tensor | None = None) -> None:
         self.id = job_id
         self.spec = spec or JobSpec("", "")
         self.cfg = cfg or SamplerConfig()
@@ -140,6 +145,7 @@ class Job:
         self.suffix_ids = suffix_ids or []
         self.healed = healed  # token healing: the partial word the model writes again (left out of the text)
         self.first = first  # (V,) bool: slot 0's tokens (a header's keyword, or the healed word's)
+        self.bias = bias  # (V,) float: added to every pass's logits (the novel-name penalty), or None
         self.loop = loop
         self.submitted = time.perf_counter()
         self.cancel_reason: str | None = None
@@ -256,8 +262,13 @@ class Scheduler:
             if spec.initial_canvas is not None:
                 cfg = cfg.with_(initial_canvas=max(1, min(spec.initial_canvas, cfg.max_tokens)))
         healed, first = eng.healing(spec.prefix, spec.suffix) if spec.heal else ("", spec.first)
-        p_ids, s_ids = eng._context(spec.prefix[: len(spec.prefix) - len(healed)], spec.suffix)
-        job = Job(next(self._ids), loop, spec, cfg, p_ids, s_ids, healed, first)
+        if spec.ids is not None and not healed:
+            p_ids, s_ids = spec.ids
+        else:
+            p_ids, s_ids = eng._context(spec.prefix[: len(spec.prefix) - len(healed)], spec.suffix)
+        # A document plan brings its own penalty; a {prefix, suffix} request's is made from its context here.
+        bias = spec.bias if spec.cfg is not None else eng.novelty_bias(p_ids, s_ids, spec.language, cfg)
+        job = Job(next(self._ids), loop, spec, cfg, p_ids, s_ids, healed, first, bias)
         with self._cond:
             if self._stop:
                 raise Overloaded("the server is shutting down", "shutdown")
@@ -499,7 +510,7 @@ class Scheduler:
         self.metrics.forward_passes.inc()
         self.metrics.batch_size.observe(len(act))
         for r, a in enumerate(act):
-            row = logits[r : r + 1, : a.size]
+            row = add_bias(logits[r : r + 1, : a.size], a.job.bias)
             if a.open_from is not None:  # the sampler's length rule, on the first pass over fresh slots
                 decide_length(row, a.canvas, a.masked, a.length_ban, a.open_from, a.job.cfg, tok.pad_id,
                               tok.mask_id)

@@ -60,7 +60,7 @@ def document_spec(engine: Engine, dp: DocumentPlan, seed: int = 0) -> JobSpec:
 
     return JobSpec(dp.model_prefix, dp.model_suffix, dp.cfg.max_tokens, dp.cfg.initial_canvas, seed=seed, cfg=dp.cfg,
                    transform=dp.finish, start=dp.start, end=dp.end, then=then, first=dp.first,
-                   nfe=dp.nfe)
+                   nfe=dp.nfe, bias=dp.bias, ids=dp.ids)
 
 
 class Service:
@@ -102,7 +102,8 @@ class Service:
             raise ServeError("invalid_params", "give {prefix, suffix} or {text, position | offset}")
         suffix = p.suffix or ""
         self._check_document(len(p.prefix) + len(suffix))
-        return Planned(JobSpec(p.prefix, suffix, p.maxTokens or self._default_max(), heal=True))
+        return Planned(JobSpec(p.prefix, suffix, p.maxTokens or self._default_max(), heal=True,
+                               language=p.languageId))
 
     def _default_max(self) -> int | None:
         return self.settings.max_tokens if self.settings.max_tokens < self.engine.sampler.max_tokens else None
@@ -189,7 +190,7 @@ class Service:
                 def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
                     for p, _t in eng._run(spec.prefix, spec.suffix, spec.max_tokens, spec.seed, should_stop,
                                           dict(spec.overrides), spec.single_line, spec.initial_canvas,
-                                          heal=spec.heal):
+                                          heal=spec.heal, language=spec.language):
                         yield p
 
                 return self.scheduler.submit_stream(run, loop)
