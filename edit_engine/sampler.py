@@ -275,15 +275,6 @@ def remask_drafts(logits: torch.Tensor, canvas: torch.Tensor, masked: torch.Tens
     return bad
 
 
-def add_bias(logits: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``logits`` (B, C, V) with a (V,) or (B, V) logit ``bias`` added to every slot (in place); as it is when
-    ``bias`` is None."""
-    if bias is not None:
-        b = bias.to(logits.device, logits.dtype)
-        logits += b if b.dim() == 1 else b.unsqueeze(1)
-    return logits
-
-
 def commit_pass(
     logits: torch.Tensor,
     canvas: torch.Tensor,
@@ -410,7 +401,8 @@ def denoise(
             return
         floor = cfg.floor_at(nfe) if ramp else cfg.min_commit
         if open_from is not None:
-            logits = add_bias(model.canvas_logits(canvas, cache), bias)  # the length pass needs pad probabilities
+            # (B, C, V): the length pass needs pad probabilities
+            logits = kernels.head.add_logit_bias(model.canvas_logits(canvas, cache), bias)
             decide_length(logits, canvas, masked, length_ban, open_from, cfg, pad_id, mask_id)
             commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor, first)
             open_from = None
@@ -425,7 +417,7 @@ def denoise(
             if cfg.pad_rules:
                 _propagate_pads(canvas, masked, pad_id)
         else:
-            logits = add_bias(model.canvas_logits(canvas, cache), bias)  # (B, C, V)
+            logits = kernels.head.add_logit_bias(model.canvas_logits(canvas, cache), bias)  # (B, C, V)
             commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor, first)
         nfe += 1
         if cfg.line_stop:

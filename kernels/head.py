@@ -44,11 +44,13 @@ def _banned(logits: torch.Tensor, ban_id: int | None, pad_id: int | None,
     return logits
 
 
-def _biased(logits: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    if bias is None:
-        return logits
-    b = bias.to(logits.dtype)
-    return logits + (b if b.dim() == 1 else b.unsqueeze(-2))
+def add_logit_bias(logits: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``logits`` (B, C, V) with a (V,) or (B, V) logit ``bias`` added to every slot, in place (the sampler's
+    novel-name penalty); as it is when ``bias`` is None."""
+    if bias is not None:
+        b = bias.to(logits.device, logits.dtype)
+        logits += b if b.dim() == 1 else b.unsqueeze(-2)
+    return logits
 
 
 def head_token_stats_ref(
@@ -62,7 +64,7 @@ def head_token_stats_ref(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """PyTorch twin. h (B, C, D), weight (V, D) -> (token (B, C) int64, score (B, C) fp32). ``bias`` (V,) or
     (B, V): added to the logits before the bans."""
-    return token_stats_ref(_banned(_biased(F.linear(h, weight), bias), ban_id, pad_id, pad_ban), score)
+    return token_stats_ref(_banned(add_logit_bias(F.linear(h, weight), bias), ban_id, pad_id, pad_ban), score)
 
 
 def head_token_stats(
@@ -86,7 +88,7 @@ def head_token_stats(
         return head_token_stats_triton(h, weight, score, ban_id, pad_id, pad_ban, bias)
     from ._triton_commit import token_stats_triton
 
-    return token_stats_triton(_banned(_biased(F.linear(h, weight), bias), ban_id, pad_id, pad_ban), score)
+    return token_stats_triton(_banned(add_logit_bias(F.linear(h, weight), bias), ban_id, pad_id, pad_ban), score)
 
 
 def commit_from_stats_ref(

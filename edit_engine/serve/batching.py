@@ -41,11 +41,12 @@ from typing import Any
 
 import torch
 
+import kernels
+
 from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass, unheal
 from ..model import ContextCache
 from ..sampler import (
     SamplerConfig,
-    add_bias,
     commit_pass,
     decide_length,
     grow_budget,
@@ -510,7 +511,7 @@ class Scheduler:
         self.metrics.forward_passes.inc()
         self.metrics.batch_size.observe(len(act))
         for r, a in enumerate(act):
-            row = add_bias(logits[r : r + 1, : a.size], a.job.bias)
+            row = kernels.head.add_logit_bias(logits[r : r + 1, : a.size], a.job.bias)
             if a.open_from is not None:  # the sampler's length rule, on the first pass over fresh slots
                 decide_length(row, a.canvas, a.masked, a.length_ban, a.open_from, a.job.cfg, tok.pad_id,
                               tok.mask_id)
