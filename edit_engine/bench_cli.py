@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cli import UserError, _command
+from .cli import UserError, _command, add_dtype_arg
 
 if TYPE_CHECKING:
     import torch
@@ -100,6 +100,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--model", help="diffusion checkpoint directory (default: the packaged model)")
     p.add_argument("--ar-model", help="autoregressive baseline checkpoint (objective 'ar'); its rows need it")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    add_dtype_arg(p)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the diffusion model's per-pass step first (Engine.compile): the fast rows "
@@ -134,8 +135,8 @@ def _bench(a: argparse.Namespace) -> int:
                               ("seed", a.seed)) if v is not None}
     spec = BenchSpec(**{**asdict(spec), **over})
     try:
-        engine = Engine.load(a.model, device=a.device)
-        ar_engine = Engine.load(a.ar_model, device=a.device) if a.ar_model else None
+        engine = Engine.load(a.model, device=a.device, dtype=a.dtype)
+        ar_engine = Engine.load(a.ar_model, device=a.device, dtype=a.dtype) if a.ar_model else None
     except CheckpointError as e:
         raise UserError(str(e)) from e
     if engine.is_ar:
@@ -165,7 +166,7 @@ def _command_line(a: argparse.Namespace) -> str:
     for flag in ("json", "quick", "compile"):
         if getattr(a, flag, False):
             parts.append(f"--{flag}")
-    for flag in ("model", "ar_model", "device", "threads", "seed", "spans", "contexts", "reps", "line_chars",
+    for flag in ("model", "ar_model", "device", "dtype", "threads", "seed", "spans", "contexts", "reps", "line_chars",
                  "keystroke_context"):
         v = getattr(a, flag)
         if v is None or (flag, v) in (("device", "cpu"), ("threads", 0), ("seed", 0)):

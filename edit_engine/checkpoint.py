@@ -2,11 +2,16 @@
 
 Weights are stored in bf16 (half the bytes; the packaged model stays small) and loaded into the dtype asked
 for. Loading reads local files only.
+
+Serving dtype (``parse_dtype``; ``Engine.load(dtype=...)``, ``--dtype``, ``EDIT_ENGINE_DTYPE``): float32 by
+default. bfloat16 computes in bf16 (activations round to 8 bits of mantissa); on a CPU with avx512_bf16 or AMX
+it is faster, on one without them much slower (emulated), and it can change a fill (MODEL.md, "Serving in bf16").
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +24,30 @@ from .tokenizer import Tokenizer
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "models" / "default"
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+# The names a serving dtype may be given by (the CLI's --dtype, EDIT_ENGINE_DTYPE, EDIT_ENGINE_HF_DTYPE).
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                                  "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+DTYPE_ENV = "EDIT_ENGINE_DTYPE"
+
+
+def parse_dtype(name: str, where: str = "dtype") -> torch.dtype:
+    """A serving dtype by name (``DTYPES``, any case); ``where`` names the setting in the error."""
+    key = name.strip().lower()
+    if key not in DTYPES:
+        raise ValueError(f"{where}={name!r}; expected one of {', '.join(DTYPES)}")
+    return DTYPES[key]
+
+
+def serving_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
+    """The dtype to serve in: the one asked for (a dtype or its name), else ``EDIT_ENGINE_DTYPE``, else float32."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype is not None:
+        return parse_dtype(dtype)
+    env = os.environ.get(DTYPE_ENV, "")
+    return parse_dtype(env, DTYPE_ENV) if env.strip() else torch.float32
 
 
 class CheckpointError(RuntimeError):

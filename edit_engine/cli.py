@@ -37,6 +37,24 @@ def _float_arg(text: str, ok: Callable[[float], bool], want: str) -> float:
     return v
 
 
+def dtype_arg(text: str) -> str:
+    """``--dtype NAME``: a serving dtype's name, checked by ``checkpoint.parse_dtype`` (a usage error)."""
+    from .checkpoint import parse_dtype
+
+    try:
+        parse_dtype(text, "--dtype")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text.strip().lower()
+
+
+def add_dtype_arg(p: argparse.ArgumentParser) -> None:
+    """``--dtype``, shared by the commands that load a model to serve it (infill, eval, bench, lsp)."""
+    p.add_argument("--dtype", type=dtype_arg, metavar="NAME",
+                   help="what the model computes in: float32 or bfloat16 (bf16: faster on CPUs with avx512_bf16 or "
+                   "AMX, slower without them, and it can change a fill; default: EDIT_ENGINE_DTYPE, else float32)")
+
+
 def pad_threshold_arg(text: str) -> float:
     """``--pad-threshold T``: the length rule's threshold, 0 <= T <= 1 (``SamplerConfig.pad_threshold``)."""
     return _float_arg(text, lambda v: 0.0 <= v <= 1.0, "a probability, 0 <= T <= 1 (0 = pads slot by slot)")
@@ -106,6 +124,7 @@ def _add_infill(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--end-col", type=int, help="1-based end column of a selection (exclusive)")
     p.add_argument("--language", help="language id (default: from the file extension)")
     p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
+    add_dtype_arg(p)
     p.add_argument("--max-tokens", type=int, help="longest fill in tokens")
     p.add_argument("--threshold", type=float, help="confidence needed to commit a token in parallel")
     p.add_argument("--min-commit", type=int, help="commit at least this many tokens per pass (default: the "
@@ -147,7 +166,7 @@ def _infill(a: argparse.Namespace) -> int:
             selection = (offset, end)
     except ValueError as e:
         raise UserError(str(e)) from e
-    engine = Engine.load(a.model)
+    engine = Engine.load(a.model, dtype=a.dtype)
     overrides = set_overrides(threshold=a.threshold, temperature=a.temperature, min_commit=a.min_commit,
                               spread=a.spread, remask=a.remask, pad_threshold=a.pad_threshold,
                               floor_ramp=a.floor_ramp, novel_penalty=a.novel_penalty)

@@ -414,12 +414,18 @@ class Engine:
 
     @classmethod
     def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
-             sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None) -> Engine:
-        """Load a checkpoint directory (default: the model packaged with edit-engine)."""
+             sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None,
+             dtype: torch.dtype | str | None = None) -> Engine:
+        """Load a checkpoint directory (default: the model packaged with edit-engine). ``dtype`` (a dtype or its
+        name, ``checkpoint.DTYPES``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else float32."""
         if threads:
             torch.set_num_threads(threads)
         dev = device or "cpu"
-        ck = checkpoint.load(path, device=dev)
+        try:
+            dt = checkpoint.serving_dtype(dtype)
+        except ValueError as e:
+            raise checkpoint.CheckpointError(str(e)) from e
+        ck = checkpoint.load(path, device=dev, dtype=dt)
         if sampler is None:  # the model's measured commit policy, if it has one
             try:
                 sampler = SamplerConfig.for_checkpoint(ck.path)
@@ -431,6 +437,11 @@ class Engine:
     def is_ar(self) -> bool:
         """An autoregressive checkpoint (the baseline), decoded token by token (``edit_engine/ar.py``)."""
         return getattr(self.model.cfg, "objective", "diffusion") == "ar"
+
+    @property
+    def dtype(self) -> str:
+        """What the model computes in, by name (``float32``, ``bfloat16``): ``Engine.load``'s ``dtype``."""
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     @property
     def name(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from edit_engine.cli import _command
+from edit_engine.cli import _command, add_dtype_arg
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--log-file", help="write the server log (and editEngine/accepted telemetry) here")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+    add_dtype_arg(p)
 
 
 def configure_logging(log_file: str | None, level: str) -> None:
@@ -41,6 +42,12 @@ def _lsp(a: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(a.threads)
+    if a.dtype:  # the process default that Engine.load reads, for every model this server loads
+        import os
+
+        from edit_engine.checkpoint import DTYPE_ENV
+
+        os.environ[DTYPE_ENV] = a.dtype
     from .server import create_server
     from .settings import parse
 

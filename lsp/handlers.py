@@ -157,7 +157,8 @@ class EditEngineServer(LanguageServer):
                     self.log_message(logging.ERROR, f"cannot load the model: {e}")
                     raise JsonRpcInternalError(f"cannot load the model: {e}") from e
                 self._engine_path = path
-                log.info("loaded model %s in %.0f ms", path or "(packaged)", (time.perf_counter() - t0) * 1e3)
+                log.info("loaded model %s (%s) in %.0f ms", path or "(packaged)", self._engine.dtype,
+                         (time.perf_counter() - t0) * 1e3)
             return self._engine
 
     def document(self, uri: str) -> Document:

@@ -147,6 +147,15 @@ def test_engine_dispatches_on_the_objective(ar_checkpoint: Path, tiny_tokenizer:
     assert forced.nfe == 12 and forced.stop_reason == "length"
 
 
+def test_ar_engine_in_bf16(ar_checkpoint: Path, tiny_tokenizer: Tokenizer) -> None:
+    """The baseline decodes in bf16 too (``Engine.load(dtype=...)``): the key/value cache takes the model's dtype."""
+    eng = Engine.load(ar_checkpoint, dtype="bf16")
+    assert eng.is_ar and eng.dtype == "bfloat16"
+    p, s, _ = _examples(tiny_tokenizer)[0]
+    r = eng.infill(tiny_tokenizer.decode(p), tiny_tokenizer.decode(s), max_tokens=12, min_tokens=12)
+    assert r.nfe == 12 and r.stop_reason == "length"
+
+
 def test_ar_engine_cache_and_complete(ar_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
     cached = Engine(ar_model, tiny_tokenizer)
     plain = Engine(ar_model, tiny_tokenizer, context_cache=ContextCacheConfig(budget_bytes=0))

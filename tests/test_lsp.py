@@ -206,6 +206,25 @@ async def test_inline_completion_matches_the_engine(session: Session, tiny: Engi
     assert session.client.protocol._converter.unstructure(item.range) == rng(DOC, expected.start, expected.end)
 
 
+async def test_dtype_flag_reaches_the_engine(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """``edit-engine lsp --dtype bf16``: the server's model computes in bf16 and answers as a bf16 engine does."""
+    s = await start(tmp_path, {"modelPath": str(tiny_checkpoint)}, args=("--dtype", "bf16"))
+    try:
+        uri = "file:///bf16.py"
+        s.open(uri, DOC)
+        result = await asyncio.wait_for(s.client.text_document_inline_completion_async(
+            types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri), position=pos(DOC, CURSOR),
+                context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked))),
+            DEADLINE)
+    finally:
+        await stop(s)
+    expected = Engine.load(tiny_checkpoint, dtype="bf16").complete(DOC, CURSOR)
+    assert isinstance(result, types.InlineCompletionList)
+    assert [i.insert_text for i in result.items] == ([expected.text] if expected.text else [])
+    assert "(bfloat16)" in s.log_file.read_text()
+
+
 async def test_completion_fallback_is_one_text_edit(session: Session, tiny: Engine) -> None:
     uri = "file:///completion.py"
     session.open(uri, DOC)

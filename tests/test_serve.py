@@ -455,10 +455,16 @@ def test_settings_flags_over_environment_over_defaults() -> None:
     Settings(host="::1").check_bind()
 
 
-def test_server_loads_a_checkpoint_from_settings(tiny_checkpoint: Any) -> None:
-    with serving(None, model=str(tiny_checkpoint)) as srv, connect(srv.ws_url) as ws:
+@pytest.mark.parametrize("dtype", ["", "bf16"])
+def test_server_loads_a_checkpoint_from_settings(tiny_checkpoint: Any, dtype: str) -> None:
+    """From ``--model`` (and ``--dtype``: the batched scheduler's caches take the model's dtype)."""
+    with serving(None, model=str(tiny_checkpoint), dtype=dtype) as srv, connect(srv.ws_url) as ws:
+        assert httpx.get(srv.url + "/healthz").json()["dtype"] == ("bfloat16" if dtype else "float32")
         ws.send(request(1, text="def f():\n    ", offset=13, maxTokens=8))
         passes, answer = until_answer(ws, 1)
+        assert passes[-1]["final"] and passes[-1]["text"] == answer["result"]["text"]
+        ws.send(request(2, prefix="def f():\n    return ", suffix="\n", maxTokens=8))
+        passes, answer = until_answer(ws, 2)
         assert passes[-1]["final"] and passes[-1]["text"] == answer["result"]["text"]
 
 

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ..cli import UserError, _command, add_sampler_args
+from ..cli import UserError, _command, add_dtype_arg, add_sampler_args
 from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
 
 
@@ -30,6 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--data", help="benchmark directory (default: ../shared/benchmarks beside the repository)")
     p.add_argument("--limit", type=int, help="first N tasks (context gap: examples, default 64)")
     p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
+    add_dtype_arg(p)
     p.add_argument("--oracle-length", action="store_true",
                    help="give the model the true hole length in tokens (leaks the answer; papers mark it)")
     p.add_argument("--threshold", type=float, help="sampler confidence threshold")
@@ -91,6 +92,7 @@ def _eval(a: argparse.Namespace) -> int:
         raise UserError(str(e)) from e
     model_name = ""
     sampler_used: dict[str, object] | None = None
+    dtype_used: str | None = None
     filler: Filler
     if a.canonical:
         filler, kind = canonical_filler, "canonical"
@@ -100,7 +102,7 @@ def _eval(a: argparse.Namespace) -> int:
         from ..engine import Engine
         from ..sampler import set_overrides
 
-        engine = Engine.load(a.model, threads=a.threads or None)
+        engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
         overrides = set_overrides(threshold=a.threshold, min_commit=a.min_commit, score=a.score, spread=a.spread,
                                   remask=a.remask, pad_threshold=a.pad_threshold, floor_ramp=a.floor_ramp,
                                   novel_penalty=a.novel_penalty)
@@ -117,6 +119,7 @@ def _eval(a: argparse.Namespace) -> int:
                                                       "remask", "pad_threshold", "floor_ramp",
                                                       "novel_penalty")}
         model_name = str(engine.path or "")
+        dtype_used = engine.dtype
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
 
     def write(r: TaskResult) -> None:
@@ -139,6 +142,8 @@ def _eval(a: argparse.Namespace) -> int:
         report.extra["threshold"] = a.threshold
     if sampler_used is not None:
         report.extra["sampler"] = sampler_used
+    if dtype_used is not None:
+        report.extra["dtype"] = dtype_used
     if a.json:
         print(json.dumps(report.to_json()))
     else:
@@ -152,7 +157,7 @@ def _context_gap(a: argparse.Namespace) -> int:
     from ..engine import Engine
     from .context_gap import context_gap
 
-    engine = Engine.load(a.model, threads=a.threads or None)
+    engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
     try:
         r = context_gap(engine, limit=a.limit or 64, roots=[Path(c) for c in a.corpus] if a.corpus else None)
     except ValueError as e:

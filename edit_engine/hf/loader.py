@@ -174,13 +174,11 @@ def _layer(w: _Weights, arch: ArchConfig, i: int, dtype: torch.dtype, dev: torch
 
 def serving_dtype(device: torch.device | str, dtype: torch.dtype) -> torch.dtype:
     """bf16 on CUDA (``EDIT_ENGINE_HF_DTYPE=float32`` overrides); on CPU the dtype asked for."""
-    env = os.environ.get("EDIT_ENGINE_HF_DTYPE", "").strip().lower()
-    if env:
-        named = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
-        if env not in named:
-            raise ValueError(f"EDIT_ENGINE_HF_DTYPE={env!r}; expected one of {sorted(named)}")
-        return named[env]
+    from ..checkpoint import parse_dtype
+
+    env = os.environ.get("EDIT_ENGINE_HF_DTYPE", "")
+    if env.strip():
+        return parse_dtype(env, "EDIT_ENGINE_HF_DTYPE")
     return torch.bfloat16 if torch.device(device).type == "cuda" else dtype
 
 

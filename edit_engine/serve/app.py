@@ -60,7 +60,8 @@ def create_app(settings: Settings, engine: Engine | None = None,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        eng = engine or Engine.load(settings.model, device=settings.device, threads=settings.threads or None)
+        eng = engine or Engine.load(settings.model, device=settings.device, threads=settings.threads or None,
+                                    dtype=settings.dtype or None)
         if engine is None:  # a server we loaded: warm it before the socket opens, so no user waits for it
             if settings.compile:
                 try:

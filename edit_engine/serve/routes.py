@@ -41,7 +41,8 @@ protected = APIRouter(dependencies=[Depends(require_key)])
 
 @public.get("/healthz")
 async def healthz(service: Service = Depends(get_service)) -> dict[str, Any]:
-    return {"status": "ok", "model": service.model_name, "queueDepth": service.scheduler.queue_depth}
+    return {"status": "ok", "model": service.model_name, "dtype": service.engine.dtype,
+            "queueDepth": service.scheduler.queue_depth}
 
 
 @protected.get("/metrics")

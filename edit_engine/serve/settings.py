@@ -31,6 +31,8 @@ class Settings:
         "require 'Authorization: Bearer KEY' on every route but /healthz (needed to bind a non-loopback address)"))
     threads: int = field(default=0, metadata=_help("torch CPU threads (0 = torch's default)"))
     device: str = field(default="cpu", metadata=_help("torch device of the model"))
+    dtype: str = field(default="", metadata=_help(
+        "what the model computes in: float32 or bfloat16 (default: EDIT_ENGINE_DTYPE, else float32)"))
     compile: int = field(default=0, metadata=_help(
         "1 = torch.compile the per-pass step at start-up (about 30 s more start-up; passes about 1.4x faster)"))
     # Batching: the scheduler runs the passes of up to max_batch requests in one forward pass.
@@ -54,6 +56,10 @@ class Settings:
                 raise ValueError(f"{name} must be >= 1")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is outside 0..65535")
+        if self.dtype:
+            from ..checkpoint import parse_dtype
+
+            parse_dtype(self.dtype)
 
     # ------------------------------------------------------------------ safety
     def check_bind(self) -> None:

@@ -1,0 +1,114 @@
+"""The serving dtype: ``Engine.load(dtype=...)``, ``EDIT_ENGINE_DTYPE``, ``--dtype`` and the server's ``dtype``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from edit_engine import Engine, checkpoint
+from edit_engine.checkpoint import DTYPE_ENV, CheckpointError, parse_dtype, serving_dtype
+from edit_engine.cli import main
+
+PREFIX = "def area(radius):\n    \"\"\"The area of a circle.\"\"\"\n    return "
+SUFFIX = "\n\n\nprint(area(2.0))\n"
+
+
+@pytest.mark.parametrize(("name", "want"), [("bf16", torch.bfloat16), ("BFloat16", torch.bfloat16),
+                                            (" fp32 ", torch.float32), ("float16", torch.float16)])
+def test_names(name: str, want: torch.dtype) -> None:
+    assert parse_dtype(name) is want
+
+
+def test_unknown_name_says_what_is_accepted() -> None:
+    with pytest.raises(ValueError, match=r"--dtype='int8'; expected one of float32, fp32, bfloat16"):
+        parse_dtype("int8", "--dtype")
+
+
+def test_asked_beats_environment_beats_float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    assert serving_dtype(None) is torch.float32
+    monkeypatch.setenv(DTYPE_ENV, "bf16")
+    assert serving_dtype(None) is torch.bfloat16
+    assert serving_dtype("float32") is torch.float32 and serving_dtype(torch.float32) is torch.float32
+    monkeypatch.setenv(DTYPE_ENV, "  ")
+    assert serving_dtype(None) is torch.float32
+
+
+def test_a_bad_environment_value_is_a_checkpoint_error(monkeypatch: pytest.MonkeyPatch,
+                                                       tiny_checkpoint: Path) -> None:
+    monkeypatch.setenv(DTYPE_ENV, "half-ish")
+    with pytest.raises(CheckpointError, match=DTYPE_ENV):
+        Engine.load(tiny_checkpoint)
+
+
+def test_engine_in_bf16(tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    assert Engine.load(tiny_checkpoint).dtype == "float32"
+    eng = Engine.load(tiny_checkpoint, dtype="bf16")
+    assert eng.dtype == "bfloat16"
+    assert all(p.dtype == torch.bfloat16 for p in eng.model.parameters())
+    r = eng.infill("def f(x):\n    return ", "\n", max_tokens=8)
+    assert r.nfe >= 1 and r.tokens >= 1
+    monkeypatch.setenv(DTYPE_ENV, "bfloat16")
+    assert Engine.load(tiny_checkpoint).dtype == "bfloat16"
+
+
+@pytest.mark.slow
+def test_packaged_model_in_bf16_tracks_float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packaged weights are stored in bf16, so only the activations round: the first pass's logits stay
+    close to float32's and pick the same token in nearly every slot, and a whole fill still comes back."""
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    if not (checkpoint.DEFAULT_DIR / "config.json").exists():
+        pytest.skip("no packaged model")
+    e32, e16 = Engine.load(), Engine.load(dtype="bf16")
+    tok = e32.tokenizer
+    p, s = e32._context(PREFIX, SUFFIX)
+    canvas = torch.full((1, 16), tok.mask_id)
+    out = []
+    for e in (e32, e16):
+        cache = e.model.encode_context([p], [s], 16)
+        out.append(e.model.canvas_logits(canvas, cache)[0].float())
+    a, b = out
+    assert (a - b).abs().max() < 0.05 * a.abs().max()  # measured 0.007, every slot the same token
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.8
+    r = e16.infill(PREFIX, SUFFIX, line_stop=True)
+    assert r.text.strip() and r.nfe >= 1
+
+
+@pytest.mark.parametrize("argv", [["infill", "examples/sample.py", "--line", "14", "--col", "5"],
+                                  ["eval", "--benchmark", "humaneval-single"], ["bench", "--quick"], ["lsp"],
+                                  ["serve"]])
+def test_every_command_rejects_an_unknown_dtype(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """A usage error (exit 2, what is accepted), before any model loads or any socket opens."""
+    try:
+        code = main([*argv, "--dtype", "int8"])
+    except SystemExit as e:  # argparse's usage error
+        code = e.code  # type: ignore[assignment]
+    assert code == 2 and "expected one of" in capsys.readouterr().err
+
+
+def test_eval_records_the_dtype(tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from edit_engine.eval import benchmarks
+
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    task = benchmarks.Task("t/0", "python", "def f():\n    return ", "\n", "1", single_line=True)
+    monkeypatch.setattr(benchmarks, "load", lambda *a, **k: [task])
+    assert main(["eval", "--benchmark", "santacoder-fim", "--model", str(tiny_checkpoint), "--dtype", "bf16",
+                 "--json", "--no-progress"]) == 0
+    r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert r["dtype"] == "bfloat16" and r["n"] == 1
+
+
+def test_server_settings_check_the_dtype() -> None:
+    from edit_engine.cli import build_parser
+    from edit_engine.serve.settings import Settings
+
+    with pytest.raises(ValueError, match="expected one of"):
+        Settings(dtype="int8")
+    s = Settings.resolve(build_parser().parse_args(["serve", "--dtype", "bf16"]), {})
+    assert s.dtype == "bf16"
+    assert Settings.resolve(None, {"EDIT_ENGINE_DTYPE": "bfloat16"}).dtype == "bfloat16"
