@@ -187,14 +187,19 @@ async def test_capabilities(session: Session) -> None:
     assert caps.position_encoding in (None, types.PositionEncodingKind.Utf16)
 
 
-async def test_inline_completion_matches_the_engine(session: Session, tiny: Engine) -> None:
-    uri = "file:///inline.py"
-    session.open(uri, DOC)
-    result = await asyncio.wait_for(session.client.text_document_inline_completion_async(
+async def invoked_inline(session: Session, uri: str) -> Any:
+    """An invoked ``textDocument/inlineCompletion`` at ``CURSOR`` of ``DOC`` (open at ``uri``)."""
+    return await asyncio.wait_for(session.client.text_document_inline_completion_async(
         types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(uri=uri), position=pos(DOC, CURSOR),
             context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked))),
         DEADLINE)
+
+
+async def test_inline_completion_matches_the_engine(session: Session, tiny: Engine) -> None:
+    uri = "file:///inline.py"
+    session.open(uri, DOC)
+    result = await invoked_inline(session, uri)
     expected = tiny.complete(DOC, CURSOR)
     assert isinstance(result, types.InlineCompletionList)
     if not expected.text:
@@ -212,11 +217,7 @@ async def test_dtype_flag_reaches_the_engine(tmp_path: Path, tiny_checkpoint: Pa
     try:
         uri = "file:///bf16.py"
         s.open(uri, DOC)
-        result = await asyncio.wait_for(s.client.text_document_inline_completion_async(
-            types.InlineCompletionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri), position=pos(DOC, CURSOR),
-                context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked))),
-            DEADLINE)
+        result = await invoked_inline(s, uri)
     finally:
         await stop(s)
     expected = Engine.load(tiny_checkpoint, dtype="bf16").complete(DOC, CURSOR)
