@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+import kernels
+
 from .model import PREFIX, ContextCache, DiffusionLM
 from .sampler import Step
 from .tokenizer import Tokenizer
@@ -72,9 +74,11 @@ class KVCache:
         return h[:, -1]
 
 
-def _next_token(model: DiffusionLM, tok: Tokenizer, h: torch.Tensor, allow_eos: bool) -> int:
-    """Greedy choice from a final hidden state (1, D); the mask and pad ids (FIM markers) are never output."""
-    logits = model.head(h).float()  # (1, V)
+def _next_token(model: DiffusionLM, tok: Tokenizer, h: torch.Tensor, allow_eos: bool,
+                bias: torch.Tensor | None = None) -> int:
+    """Greedy choice from a final hidden state (1, D); the mask and pad ids (FIM markers) are never output.
+    ``bias`` (V,): added to the logits first (the novel-name penalty, as the diffusion sampler adds it)."""
+    logits = kernels.head.add_logit_bias(model.head(h).float(), bias)  # (1, V)
     logits[:, [tok.mask_id, tok.pad_id]] = float("-inf")
     if not allow_eos:
         logits[:, tok.eos_id] = float("-inf")
@@ -97,6 +101,7 @@ def ar_generate(
     min_tokens: int = 0,
     kv: KVCache | None = None,
     line_end: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> Iterator[Step]:
     """Greedy PSM decoding with a key/value cache: yields a ``Step`` per generated token (``tokens``: the
     middle so far, eos excluded; ``masked``: tokens still allowed; ``nfe``: forward passes so far). Stops at
@@ -104,7 +109,8 @@ def ar_generate(
     ``min_tokens`` tokens. ``kv`` (updated in place) reuses a cache holding an earlier prompt: its longest
     common prefix with this prompt is kept. ``should_stop()`` is checked before every forward pass.
     ``line_end`` (V,) bool (the diffusion sampler's line stop): stop after the first token that holds a newline
-    (``stop_reason="line"``): a single-line fill is decided.
+    (``stop_reason="line"``): a single-line fill is decided. ``bias`` (V,) float: added to every step's logits
+    (the sampler's novel-name penalty, ``Engine.novelty_bias``), so the baseline gets the same prior.
     """
     if max_tokens < 1 or not 0 <= min_tokens <= max_tokens:
         raise ValueError(f"need 1 <= max_tokens, 0 <= min_tokens <= max_tokens: {max_tokens}, {min_tokens}")
@@ -116,7 +122,7 @@ def ar_generate(
     h = kv.feed(model, psm_prompt(tok, prefix_ids, suffix_ids))  # prefill
     while True:
         nfe += 1
-        t = _next_token(model, tok, h, allow_eos=len(out) >= min_tokens)
+        t = _next_token(model, tok, h, allow_eos=len(out) >= min_tokens, bias=bias)
         stop = "complete" if t == tok.eos_id else ""
         if not stop:
             out.append(t)
@@ -133,7 +139,7 @@ def ar_generate(
 
 @torch.no_grad()
 def reference_generate(model: DiffusionLM, tok: Tokenizer, prefix_ids: list[int], suffix_ids: list[int],
-                       max_tokens: int, min_tokens: int = 0) -> list[int]:
+                       max_tokens: int, min_tokens: int = 0, bias: torch.Tensor | None = None) -> list[int]:
     """The oracle: the same greedy rule, recomputing the whole sequence for every token (no cache)."""
     seq = psm_prompt(tok, prefix_ids, suffix_ids)
     out: list[int] = []
@@ -142,7 +148,7 @@ def reference_generate(model: DiffusionLM, tok: Tokenizer, prefix_ids: list[int]
         ids = seq + out
         kind = torch.full((1, len(ids)), PREFIX, dtype=torch.int8, device=dev)
         h = model(torch.tensor([ids], device=dev), kind)
-        t = _next_token(model, tok, h[:, -1], allow_eos=len(out) >= min_tokens)
+        t = _next_token(model, tok, h[:, -1], allow_eos=len(out) >= min_tokens, bias=bias)
         if t == tok.eos_id:
             break
         out.append(t)

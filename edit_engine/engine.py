@@ -390,9 +390,9 @@ class Engine:
         """The sampler's novel-name penalty for a request whose model context is ``p_ids`` + ``s_ids`` (sampler
         module doc, "Novel names"): a (V,) float logit bias, minus ``cfg.novel_penalty`` on every name token
         whose word is neither in the context (as any of its tokens: ``" n"`` and ``"n"`` are one word) nor one
-        of the grammar's ``common_words``. None when the penalty is off, the grammar lists no common words,
-        or the model is the autoregressive baseline."""
-        if cfg.novel_penalty <= 0 or self.is_ar:
+        of the grammar's ``common_words``. None when the penalty is off or the grammar lists no common words.
+        The autoregressive baseline takes it too (``ar.ar_generate``'s ``bias``)."""
+        if cfg.novel_penalty <= 0:
             return None
         g = syntax.load(language)
         if not g.common_words:
@@ -593,7 +593,8 @@ class Engine:
                 kv = stack.enter_context(self._kv(key, ar.psm_prompt(tok, p_ids, s_ids)))
                 steps = ar.ar_generate(self.model, tok, p_ids, s_ids, cfg.max_tokens, should_stop,
                                        min_tokens=cfg.min_tokens, kv=kv,
-                                       line_end=self._line_end_for(cfg))
+                                       line_end=self._line_end_for(cfg),
+                                       bias=self.novelty_bias(p_ids, s_ids, language, cfg))
             else:
                 cache = stack.enter_context(self._encoded(key, p_ids, s_ids, cfg.max_tokens))
                 steps = denoise(self.model, cache, cfg, tok.pad_id, tok.mask_id, seed, should_stop,
@@ -879,7 +880,7 @@ class Engine:
                 fill = ""
                 for step in ar.ar_generate(self.model, tok, p_ids, s_ids, cfg.max_tokens, should_stop,
                                            min_tokens=cfg.min_tokens, kv=kv,
-                                           line_end=self._line_end_for(cfg)):
+                                           line_end=self._line_end_for(cfg), bias=dp.bias):
                     if prev is not None and stream:
                         yield Pass(prev.index, fill, prev.masked, False, prev.nfe, pl.start, pl.end)
                     prev = step

@@ -29,12 +29,12 @@ if [ "$MODEL" != packaged ] && [ ! -f "$MODEL/sampler.json" ]; then
 fi
 if [ "$MODEL" = packaged ]; then SAMPLER="$HERE/../edit_engine/models/default/sampler.json"
 else SAMPLER="$MODEL/sampler.json"; fi
-# the sweeps' policy row: the checkpoint's floor, spread, floor ramp and length threshold (defaults as
-# SamplerConfig's)
-read -r FLOOR SPREAD RAMP PAD < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
-print(d.get("min_commit", 1), int(d.get("spread", 0)), d.get("floor_ramp", 0), d.get("pad_threshold", 0.5))' \
-  "$SAMPLER")
-POINT=(--floors "$FLOOR" --spread "$SPREAD" --floor-ramp "$RAMP" --pad-thresholds "$PAD")
+# the sweeps' policy row: the checkpoint's floor, spread, floor ramp, length threshold and novel-name penalty
+# (defaults as SamplerConfig's), so the held-out rows run at the same point as the benchmark rows
+read -r FLOOR SPREAD RAMP PAD NOVEL < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+print(d.get("min_commit", 1), int(d.get("spread", 0)), d.get("floor_ramp", 0), d.get("pad_threshold", 0.5),
+      d.get("novel_penalty", 0.0))' "$SAMPLER")
+POINT=(--floors "$FLOOR" --spread "$SPREAD" --floor-ramp "$RAMP" --pad-thresholds "$PAD" --novel-penalty "$NOVEL")
 mkdir -p "$OUT"
 ee() { python3 -c 'import sys; from edit_engine.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
 ee eval --context-gap --limit 512 --json --no-progress --threads "$THREADS" "${M[@]}" | tail -1 > "$OUT/context_gap.json"

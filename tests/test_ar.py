@@ -156,6 +156,27 @@ def test_ar_engine_in_bf16(ar_checkpoint: Path, tiny_tokenizer: Tokenizer) -> No
     assert r.nfe == 12 and r.stop_reason == "length"
 
 
+def test_ar_takes_the_novel_name_penalty(ar_checkpoint: Path, tiny_tokenizer: Tokenizer) -> None:
+    """The baseline gets the diffusion sampler's prior: the cached decoder with a bias equals the no-cache oracle
+    with it, a token the bias rules out never appears, and the engine applies ``--novel-penalty`` to it."""
+    eng = Engine.load(ar_checkpoint)
+    p, s, _ = _examples(tiny_tokenizer)[0]
+    plain = ar.reference_generate(eng.model, tiny_tokenizer, p, s, 12, min_tokens=12)
+    bias = torch.zeros(eng.model.cfg.vocab_size)
+    bias[plain[0]] = -100.0  # rule out the token the baseline starts with
+    want = ar.reference_generate(eng.model, tiny_tokenizer, p, s, 12, min_tokens=12, bias=bias)
+    got = [step.tokens.tolist() for step in ar.ar_generate(eng.model, tiny_tokenizer, p, s, 12, min_tokens=12,
+                                                          bias=bias)][-1]
+    assert got == want and plain[0] not in want and want != plain
+    prefix, suffix = tiny_tokenizer.decode(p), tiny_tokenizer.decode(s)
+    cfg = eng.sampler_for({"novel_penalty": 3.0})
+    b = eng.novelty_bias(*eng._context(prefix, suffix), "python", cfg)
+    assert b is not None and bool((b < 0).any())
+    r = eng.infill(prefix, suffix, max_tokens=12, min_tokens=12, novel_penalty=3.0)
+    assert r.text == tiny_tokenizer.decode(
+        ar.reference_generate(eng.model, tiny_tokenizer, *eng._context(prefix, suffix), 12, min_tokens=12, bias=b))
+
+
 def test_ar_engine_cache_and_complete(ar_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
     cached = Engine(ar_model, tiny_tokenizer)
     plain = Engine(ar_model, tiny_tokenizer, context_cache=ContextCacheConfig(budget_bytes=0))
