@@ -74,7 +74,7 @@ class KVCache:
         return h[:, -1]
 
 
-def _next_token(model: DiffusionLM, tok: Tokenizer, h: torch.Tensor, allow_eos: bool,
+def next_token(model: DiffusionLM, tok: Tokenizer, h: torch.Tensor, allow_eos: bool,
                 bias: torch.Tensor | None = None) -> int:
     """Greedy choice from a final hidden state (1, D); the mask and pad ids (FIM markers) are never output.
     ``bias`` (V,): added to the logits first (the novel-name penalty, as the diffusion sampler adds it)."""
@@ -122,7 +122,7 @@ def ar_generate(
     h = kv.feed(model, psm_prompt(tok, prefix_ids, suffix_ids))  # prefill
     while True:
         nfe += 1
-        t = _next_token(model, tok, h, allow_eos=len(out) >= min_tokens, bias=bias)
+        t = next_token(model, tok, h, allow_eos=len(out) >= min_tokens, bias=bias)
         stop = "complete" if t == tok.eos_id else ""
         if not stop:
             out.append(t)
@@ -148,7 +148,7 @@ def reference_generate(model: DiffusionLM, tok: Tokenizer, prefix_ids: list[int]
         ids = seq + out
         kind = torch.full((1, len(ids)), PREFIX, dtype=torch.int8, device=dev)
         h = model(torch.tensor([ids], device=dev), kind)
-        t = _next_token(model, tok, h[:, -1], allow_eos=len(out) >= min_tokens, bias=bias)
+        t = next_token(model, tok, h[:, -1], allow_eos=len(out) >= min_tokens, bias=bias)
         if t == tok.eos_id:
             break
         out.append(t)

@@ -28,10 +28,10 @@ import torch
 
 def prefix_lm_filler(engine: Any, max_tokens: int = 64, novel_penalty: float = 0.0) -> Any:
     """A harness ``Filler``: greedy left-to-right decoding from the causal prefix rows (module doc)."""
+    from edit_engine.ar import next_token
     from edit_engine.eval.harness import Fill
 
     model, tok = engine.model, engine.tokenizer
-    banned = [tok.mask_id, tok.pad_id]
 
     def fill(task: Any) -> Fill:
         t0 = time.perf_counter()
@@ -46,11 +46,7 @@ def prefix_lm_filler(engine: Any, max_tokens: int = 64, novel_penalty: float = 0
             out: list[int] = []
             stop = "length"
             while len(out) < max_tokens:
-                logits = model.head(h[:, -1:])[0, -1].float()
-                if bias is not None:
-                    logits = logits + bias
-                logits[banned] = float("-inf")
-                t = int(logits.argmax())
+                t = next_token(model, tok, h[:, -1], allow_eos=True, bias=bias)  # the AR baseline's greedy rule
                 if t == tok.eos_id:
                     stop = "complete"
                     break
