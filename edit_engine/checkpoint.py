@@ -40,14 +40,15 @@ def parse_dtype(name: str, where: str = "dtype") -> torch.dtype:
     return DTYPES[key]
 
 
-def serving_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
-    """The dtype to serve in: the one asked for (a dtype or its name), else ``EDIT_ENGINE_DTYPE``, else float32."""
+def serving_dtype(dtype: torch.dtype | str | None, default: torch.dtype = torch.float32) -> torch.dtype:
+    """The dtype to serve in: the one asked for (a dtype or its name), else ``EDIT_ENGINE_DTYPE``, else
+    ``default`` (the checkpoint family's: float32 for ours; ``hf.loader.serving_dtype`` for open models)."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype is not None:
         return parse_dtype(dtype)
     env = os.environ.get(DTYPE_ENV, "")
-    return parse_dtype(env, DTYPE_ENV) if env.strip() else torch.float32
+    return parse_dtype(env, DTYPE_ENV) if env.strip() else default
 
 
 class CheckpointError(RuntimeError):
@@ -84,14 +85,19 @@ def save(
 
 
 def load(
-    path: str | Path | None = None, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+    path: str | Path | None = None, device: str | torch.device = "cpu", dtype: torch.dtype | str | None = None
 ) -> Checkpoint:
-    """Load a checkpoint directory (default: the packaged model)."""
+    """Load a checkpoint directory (default: the packaged model). ``dtype``: what the model computes in (a dtype
+    or its name); None = ``EDIT_ENGINE_DTYPE``, else the family's default (float32 for ours)."""
     from . import hf  # open checkpoints (Dream, LLaDA, ...): a config.json that is not ours, or a hub id
 
     if hf.is_open_checkpoint(path):
         assert path is not None
         return hf.load(path, device=device, dtype=dtype)
+    try:
+        dtype = serving_dtype(dtype)
+    except ValueError as e:
+        raise CheckpointError(str(e)) from e
     d = Path(path) if path is not None else DEFAULT_DIR
     if not d.is_dir():
         raise CheckpointError(f"model path {str(d)!r} is not a directory")

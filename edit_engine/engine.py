@@ -417,15 +417,11 @@ class Engine:
              sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None,
              dtype: torch.dtype | str | None = None) -> Engine:
         """Load a checkpoint directory (default: the model packaged with edit-engine). ``dtype`` (a dtype or its
-        name, ``checkpoint.DTYPES``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else float32."""
+        name, ``checkpoint.DTYPES``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else the checkpoint
+        family's (float32 for ours, bf16 for open models on CUDA)."""
         if threads:
             torch.set_num_threads(threads)
-        dev = device or "cpu"
-        try:
-            dt = checkpoint.serving_dtype(dtype)
-        except ValueError as e:
-            raise checkpoint.CheckpointError(str(e)) from e
-        ck = checkpoint.load(path, device=dev, dtype=dt)
+        ck = checkpoint.load(path, device=device or "cpu", dtype=dtype)
         if sampler is None:  # the model's measured commit policy, if it has one
             try:
                 sampler = SamplerConfig.for_checkpoint(ck.path)

@@ -37,6 +37,20 @@ def test_asked_beats_environment_beats_float32(monkeypatch: pytest.MonkeyPatch) 
     assert serving_dtype(None) is torch.float32
 
 
+def test_open_models_default_by_device_and_an_explicit_dtype_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Open checkpoints: asked > EDIT_ENGINE_HF_DTYPE > EDIT_ENGINE_DTYPE > bf16 on CUDA, float32 on CPU."""
+    from edit_engine.hf.loader import serving_dtype as hf_dtype
+
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    monkeypatch.delenv("EDIT_ENGINE_HF_DTYPE", raising=False)
+    assert hf_dtype("cuda", None) is torch.bfloat16 and hf_dtype("cpu", None) is torch.float32
+    assert hf_dtype("cuda", "float32") is torch.float32 and hf_dtype("cpu", torch.bfloat16) is torch.bfloat16
+    monkeypatch.setenv(DTYPE_ENV, "bf16")
+    assert hf_dtype("cpu", None) is torch.bfloat16
+    monkeypatch.setenv("EDIT_ENGINE_HF_DTYPE", "fp16")
+    assert hf_dtype("cpu", None) is torch.float16 and hf_dtype("cpu", "fp32") is torch.float32
+
+
 def test_a_bad_environment_value_is_a_checkpoint_error(monkeypatch: pytest.MonkeyPatch,
                                                        tiny_checkpoint: Path) -> None:
     monkeypatch.setenv(DTYPE_ENV, "half-ish")

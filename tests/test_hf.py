@@ -141,7 +141,7 @@ def _hf_bidir(ref: Any, ids: torch.Tensor) -> torch.Tensor:
 
 
 def _load(d: Path, mode: str = "none", refresh: int = 4) -> tuple[hf.FullAttnLM, hf.OpenTokenizer]:
-    model, tok, _, _ = hf.load_model(d, "cpu", torch.float32, CachePolicy(mode, refresh))
+    model, tok, _, _ = hf.load_model(d, "cpu", None, CachePolicy(mode, refresh))  # the default: float32 on a CPU
     return model, tok
 
 

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-def load(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+def load(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | str | None = None,
          cache_mode: str | None = None, refresh_every: int | None = None) -> Checkpoint:
     """Load an open checkpoint folder as an edit-engine ``Checkpoint`` (errors as ``CheckpointError``).
 

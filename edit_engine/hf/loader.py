@@ -172,17 +172,19 @@ def _layer(w: _Weights, arch: ArchConfig, i: int, dtype: torch.dtype, dev: torch
     )
 
 
-def serving_dtype(device: torch.device | str, dtype: torch.dtype) -> torch.dtype:
-    """bf16 on CUDA (``EDIT_ENGINE_HF_DTYPE=float32`` overrides); on CPU the dtype asked for."""
+def serving_dtype(device: torch.device | str, dtype: torch.dtype | str | None) -> torch.dtype:
+    """What an open model computes in: the dtype asked for; else ``EDIT_ENGINE_HF_DTYPE``, else
+    ``EDIT_ENGINE_DTYPE``; else bf16 on CUDA (a 7B model in float32 does not fit a 24 GB GPU) and float32 on CPU."""
     from ..checkpoint import parse_dtype
+    from ..checkpoint import serving_dtype as asked_dtype
 
     env = os.environ.get("EDIT_ENGINE_HF_DTYPE", "")
-    if env.strip():
+    if dtype is None and env.strip():
         return parse_dtype(env, "EDIT_ENGINE_HF_DTYPE")
-    return torch.bfloat16 if torch.device(device).type == "cuda" else dtype
+    return asked_dtype(dtype, torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32)
 
 
-def load_model(path: str | Path, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+def load_model(path: str | Path, device: torch.device | str = "cpu", dtype: torch.dtype | str | None = None,
                policy: CachePolicy | None = None, max_prefix: int = 2048, max_suffix: int = 512,
                max_canvas: int = 256) -> tuple[FullAttnLM, OpenTokenizer, Path, dict[str, Any]]:
     """Read the folder and build the model and tokenizer adapters. Returns (model, tokenizer, folder, record)."""

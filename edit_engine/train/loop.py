@@ -352,7 +352,7 @@ def _tokenizer(cfg: TrainConfig, files: list[corpus.CorpusFile], out: Path) -> T
 def _warm_start(model: DiffusionLM, cfg: TrainConfig) -> tuple[int, int, float, list[dict[str, Any]],
                                                                  list[dict[str, Any]]]:
     """Load ``cfg.init``'s weights into ``model``; return its step, tokens, minutes, history and lineage."""
-    ck = checkpoint.load(cfg.init, device=cfg.device)
+    ck = checkpoint.load(cfg.init, device=cfg.device, dtype=torch.float32)  # float32 master weights, whatever EDIT_ENGINE_DTYPE says
     if ck.model.cfg.to_dict() != model.cfg.to_dict():
         raise SystemExit(f"--init {cfg.init}: its model config differs from preset {cfg.preset!r}")
     model.load_state_dict(ck.model.state_dict())
