@@ -199,6 +199,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "scripts/algorithm_corpus.sh makes); never validated on")
     p.add_argument("--extra-share", type=float, default=0.0, metavar="F",
                    help="share (0-1) of training draws from --extra-corpus (default 0)")
+    p.add_argument("--function-share", type=float, default=0.0, metavar="F",
+                   help="share (0-1) of training file reads cut to one function, dedented, as a file of its own "
+                        "(short contexts that start at a def; default 0)")
     p.add_argument("--preset", default="small", help="model preset: tiny, small, mid, base, large")
     p.add_argument("--minutes", type=float, default=0.0, help="wall-clock budget of this run")
     p.add_argument("--steps", type=int, default=0, help="optimizer steps of this run")
@@ -251,7 +254,8 @@ def _train(a: argparse.Namespace) -> int:
         raise UserError(f"--vocab-size {a.vocab_size}: give 260 to 262144 (256 bytes and the special tokens at least)")
     try:  # TrainConfig checks the combinations (holes per row, pretraining share, objective) in one place
         cfg = TrainConfig(out=a.out, preset=a.preset, corpus=tuple(a.corpus),
-                          extra_corpus=tuple(a.extra_corpus), extra_share=a.extra_share, minutes=a.minutes, steps=a.steps,
+                          extra_corpus=tuple(a.extra_corpus), extra_share=a.extra_share,
+                          function_share=a.function_share, minutes=a.minutes, steps=a.steps,
                           schedule_minutes=a.schedule_minutes, batch_size=a.batch_size, lr=a.lr, threads=a.threads,
                           device=a.device, autocast_bf16=a.bf16, seed=a.seed, objective=a.objective,
                           workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,

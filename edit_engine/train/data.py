@@ -139,6 +139,59 @@ def syntax_spans(text: str) -> SyntaxSpans | None:
     return SyntaxSpans(data, units) if units else None
 
 
+_FUNCS: Any = None
+
+
+def _function_query() -> Any:
+    """(parser, query) matching Python function definitions, or False without the grammar wheel."""
+    global _FUNCS
+    if _FUNCS is None:
+        got = _python_syntax()
+        if not got:
+            _FUNCS = False
+        else:
+            import tree_sitter as ts
+            import tree_sitter_python as tsp
+
+            _FUNCS = (got[0], ts.Query(ts.Language(tsp.language()), "(function_definition) @f"))
+    return _FUNCS
+
+
+def function_crop(text: str, rng: random.Random, min_lines: int = 3, max_lines: int = 40,
+                  imports: float = 0.5) -> str | None:
+    """One function of ``text`` (a Python file), dedented to column 0, as a whole file of its own: the context a
+    short script, a new file or a benchmark prompt gives the model, where a library file gives hundreds of
+    lines around the hole. With probability ``imports`` the file's import lines go before it, as a script's
+    would. None when the file has no function of ``min_lines``-``max_lines`` lines that dedents cleanly or no
+    parser is available. Training draws it at ``--function-share`` (``TrainConfig.function_share``)."""
+    got = _function_query()
+    if not got:
+        return None
+    import textwrap
+
+    import tree_sitter as ts
+
+    parser, query = got
+    data = text.encode("utf-8", "surrogatepass")
+    nodes = ts.QueryCursor(query).captures(parser.parse(data).root_node).get("f", [])
+    nodes = [nd for nd in nodes if min_lines <= nd.end_point[0] - nd.start_point[0] + 1 <= max_lines
+             and not nd.has_error]
+    if not nodes:
+        return None
+    nd = rng.choice(nodes)
+    start = data.rfind(b"\n", 0, nd.start_byte) + 1  # the def line's start, with its indentation
+    src = data[start : nd.end_byte].decode("utf-8", "replace")
+    src = textwrap.dedent(src).rstrip("\n") + "\n"
+    if not src.startswith(("def ", "async ")):
+        return None  # a line of the body (a multi-line string) sits left of the def: it would not dedent
+    if rng.random() < imports:
+        head = [ln for ln in text.splitlines(keepends=True)[:200] if ln.startswith(("import ", "from "))
+                and not ln.rstrip().endswith(("(", "\\", ","))]  # one-line imports only
+        if head:
+            src = "".join(head) + "\n\n" + src
+    return src
+
+
 def sample_hole(
     text: str, rng: random.Random, kind: str | None = None, spans: SyntaxSpans | None = None,
     lo: int = 0, hi: int | None = None,

@@ -44,6 +44,7 @@ from .data import (
     SyntaxSpans,
     collate,
     collate_ar,
+    function_crop,
     make_example,
     make_span_example,
     syntax_spans,
@@ -63,6 +64,9 @@ class TrainConfig:
     # never validated on, so validation stays the same batches of the ordinary corpus in every run.
     extra_corpus: tuple[str, ...] = ()
     extra_share: float = 0.0  # 0 <= F < 1 of the training draws from ``extra_corpus`` (needs it when > 0)
+    # 0 <= F <= 1 of the training file reads cut down to one function of the file, dedented, as a file of its own
+    # (``data.function_crop``): short contexts that start at a ``def``. Validation never is.
+    function_share: float = 0.0
     minutes: float = 0.0  # wall-clock budget of this run (0 = use steps)
     steps: int = 0  # optimizer steps of this run (0 = use minutes)
     batch_size: int = 16
@@ -138,6 +142,9 @@ class TrainConfig:
         if 0.0 < self.extra_share < corpus.MIN_EXTRA_SHARE:
             raise ValueError(f"extra_share (--extra-share) {self.extra_share}: below "
                              f"{corpus.MIN_EXTRA_SHARE:g} the extra files would never be drawn; give 0 or more")
+        if not 0.0 <= self.function_share <= 1.0:
+            raise ValueError(f"function_share (--function-share) {self.function_share}: give a share of the file "
+                             "reads, 0 <= F <= 1")
         if self.extra_share > 0 and not self.extra_corpus:
             raise ValueError("extra_share (--extra-share) needs extra_corpus (--extra-corpus DIR ...)")
         if self.pretrain_share > 0 and self.objective == "ar":
@@ -156,8 +163,10 @@ class ExampleStream:
 
     def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
                  max_canvas: int = MAX_HOLE, per_file: int = 8, windows: bool = False,
-                 canvas_pos: int = 256, pretrain: bool = False, corrupt: float = 0.0) -> None:
+                 canvas_pos: int = 256, pretrain: bool = False, corrupt: float = 0.0,
+                 function_share: float = 0.0) -> None:
         self.files = files
+        self.function_share = function_share  # file reads cut to one function (training streams only)
         self.corrupt = corrupt  # share of visible canvas tokens corrupted (training streams only)
         self.pretrain = pretrain  # long spans on a full canvas (make_span_example) instead of holes
         self.windows = windows and cfg.holes_per_window > 1 and not pretrain
@@ -209,6 +218,8 @@ class ExampleStream:
                     a = self.rng.randrange(len(text) - WINDOW_CHARS)
                     a = text.rfind("\n", 0, a) + 1
                     text = text[a : a + WINDOW_CHARS]
+                if self.function_share > 0 and self.rng.random() < self.function_share:
+                    text = function_crop(text, self.rng) or text
                 self._file = (text, syntax_spans(text))
                 self._left = self.per_file
             self._left -= 1
@@ -241,7 +252,7 @@ class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         torch.set_num_threads(1)
         stream = ExampleStream(self.files, self.tok, self.cfg, self.seed * 7919 + wid, self.max_canvas,
                                windows=True, canvas_pos=self.canvas_pos, pretrain=self.pretrain,
-                               corrupt=self.cfg.corrupt)
+                               corrupt=self.cfg.corrupt, function_share=self.cfg.function_share)
         while True:
             yield stream.batch(self.cfg.batch_size)
 
@@ -472,7 +483,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                 batch_size=None, num_workers=cfg.workers, prefetch_factor=4, persistent_workers=not pretrain)
             return iter(loader)
         stream = ExampleStream(train_files, tok, cfg, seed=seed, max_canvas=max_canvas, windows=True,
-                               canvas_pos=mcfg.max_canvas, pretrain=pretrain, corrupt=cfg.corrupt)
+                               canvas_pos=mcfg.max_canvas, pretrain=pretrain, corrupt=cfg.corrupt,
+                               function_share=cfg.function_share)
         return iter(lambda: stream.batch(cfg.batch_size), None)
 
     streams: dict[str, Iterator[Batch]] = {}  # by phase, made when the phase starts
