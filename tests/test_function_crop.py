@@ -17,9 +17,13 @@ from edit_engine.train import corpus, loop
 from edit_engine.train.data import function_crop
 
 SOURCE = '''\
-"""A module."""
+"""A module.
+from here on, prose: not an import
+"""
 import os
-from typing import List
+from typing import (
+    List,
+)
 
 CONSTANT = 3
 
@@ -44,6 +48,7 @@ def mean(xs: List[float]) -> float:
 
 def test_a_crop_is_one_dedented_function_that_parses() -> None:
     seen = set()
+    with_imports = 0
     for seed in range(60):
         crop = function_crop(SOURCE, random.Random(seed), min_lines=3)
         assert crop is not None
@@ -53,10 +58,14 @@ def test_a_crop_is_one_dedented_function_that_parses() -> None:
         assert textwrap.indent(body, "    ") in SOURCE or body in SOURCE  # a method, or a top-level function
         assert "class Box" not in crop and "CONSTANT" not in crop  # nothing else of the file
         if crop != body:
-            assert crop.startswith("import os\nfrom typing import List\n")
+            # the module's import statements, the multi-line one whole; never the docstring's "from" line
+            assert crop.startswith("import os\nfrom typing import (\n    List,\n)\n")
+            assert "prose" not in crop
+            with_imports += 1
         seen.add(body.split("(")[0])
     # `label` has 2 lines, under min_lines; the other two are drawn.
     assert seen == {"def area", "def mean"}
+    assert 10 < with_imports < 50  # about half the crops, at imports=0.5
 
 
 def test_no_function_no_crop() -> None:

@@ -26,6 +26,7 @@ middle sequences, causal, next-token targets.
 from __future__ import annotations
 
 import random
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,9 +83,13 @@ def _line_bounds(text: str, i: int) -> tuple[int, int]:
 _SYNTAX: Any = None
 
 
+# Function crops (``function_crop``): every function definition, and the module's own import statements.
+_CROP_QUERY = "(function_definition) @f (module (import_statement) @i) (module (import_from_statement) @i)"
+
+
 def _python_syntax() -> Any:
-    """(parser, query) for Python's syntax units, or False when the grammar wheel is missing (syntax holes then
-    fall back to line-based ones)."""
+    """(parser, units query, crop query) for Python's syntax units and function crops, or False when the grammar
+    wheel is missing (syntax holes then fall back to line-based ones, and no file is cropped)."""
     global _SYNTAX
     if _SYNTAX is None:
         try:
@@ -93,7 +98,7 @@ def _python_syntax() -> Any:
 
             lang = ts.Language(tsp.language())
             src = "\n".join(f"({t}) @{u}" for u, types in SYNTAX_UNITS.items() for t in types)
-            _SYNTAX = (ts.Parser(lang), ts.Query(lang, src))
+            _SYNTAX = (ts.Parser(lang), ts.Query(lang, src), ts.Query(lang, _CROP_QUERY))
         except Exception:  # no wheel on this machine: line-based holes only
             _SYNTAX = False
     return _SYNTAX
@@ -122,7 +127,7 @@ def syntax_spans(text: str) -> SyntaxSpans | None:
         return None
     import tree_sitter as ts
 
-    parser, query = got
+    parser, query, _ = got
     data = text.encode("utf-8", "surrogatepass")
     caps = ts.QueryCursor(query).captures(parser.parse(data).root_node)
     units: dict[str, list[tuple[int, int]]] = {}
@@ -139,24 +144,6 @@ def syntax_spans(text: str) -> SyntaxSpans | None:
     return SyntaxSpans(data, units) if units else None
 
 
-_FUNCS: Any = None
-
-
-def _function_query() -> Any:
-    """(parser, query) matching Python function definitions, or False without the grammar wheel."""
-    global _FUNCS
-    if _FUNCS is None:
-        got = _python_syntax()
-        if not got:
-            _FUNCS = False
-        else:
-            import tree_sitter as ts
-            import tree_sitter_python as tsp
-
-            _FUNCS = (got[0], ts.Query(ts.Language(tsp.language()), "(function_definition) @f"))
-    return _FUNCS
-
-
 def function_crop(text: str, rng: random.Random, min_lines: int = 3, max_lines: int = 40,
                   imports: float = 0.5) -> str | None:
     """One function of ``text`` (a Python file), dedented to column 0, as a whole file of its own: the context a
@@ -164,17 +151,15 @@ def function_crop(text: str, rng: random.Random, min_lines: int = 3, max_lines: 
     lines around the hole. With probability ``imports`` the file's import lines go before it, as a script's
     would. None when the file has no function of ``min_lines``-``max_lines`` lines that dedents cleanly or no
     parser is available. Training draws it at ``--function-share`` (``TrainConfig.function_share``)."""
-    got = _function_query()
+    got = _python_syntax()
     if not got:
         return None
-    import textwrap
-
     import tree_sitter as ts
 
-    parser, query = got
+    parser, _, query = got
     data = text.encode("utf-8", "surrogatepass")
-    nodes = ts.QueryCursor(query).captures(parser.parse(data).root_node).get("f", [])
-    nodes = [nd for nd in nodes if min_lines <= nd.end_point[0] - nd.start_point[0] + 1 <= max_lines
+    caps = ts.QueryCursor(query).captures(parser.parse(data).root_node)
+    nodes = [nd for nd in caps.get("f", []) if min_lines <= nd.end_point[0] - nd.start_point[0] + 1 <= max_lines
              and not nd.has_error]
     if not nodes:
         return None
@@ -184,11 +169,10 @@ def function_crop(text: str, rng: random.Random, min_lines: int = 3, max_lines: 
     src = textwrap.dedent(src).rstrip("\n") + "\n"
     if not src.startswith(("def ", "async ")):
         return None  # a line of the body (a multi-line string) sits left of the def: it would not dedent
-    if rng.random() < imports:
-        head = [ln for ln in text.splitlines(keepends=True)[:200] if ln.startswith(("import ", "from "))
-                and not ln.rstrip().endswith(("(", "\\", ","))]  # one-line imports only
-        if head:
-            src = "".join(head) + "\n\n" + src
+    heads = sorted((im for im in caps.get("i", []) if not im.has_error), key=lambda im: im.start_byte)
+    if rng.random() < imports and heads:  # the module's import statements, multi-line ones whole
+        src = "".join(data[im.start_byte : im.end_byte].decode("utf-8", "replace") + "\n" for im in heads) \
+            + "\n\n" + src
     return src
 
 
