@@ -119,17 +119,25 @@ class SyntaxSpans:
         return len(self.data.decode("utf-8", "surrogatepass")[:char].encode("utf-8", "surrogatepass"))
 
 
-def syntax_spans(text: str) -> SyntaxSpans | None:
-    """The syntax units of ``text`` (Python) from its tree-sitter tree (a query, matched in C), or None when no
-    parser is available or the file has none."""
+def _captures(text: str, which: int) -> tuple[bytes, dict[str, Any]] | None:
+    """``text``'s UTF-8 bytes and the captures of query ``which`` (1: syntax units, 2: function crops) over its
+    tree-sitter tree, or None when no parser is available."""
     got = _python_syntax()
     if not got:
         return None
     import tree_sitter as ts
 
-    parser, query, _ = got
     data = text.encode("utf-8", "surrogatepass")
-    caps = ts.QueryCursor(query).captures(parser.parse(data).root_node)
+    return data, ts.QueryCursor(got[which]).captures(got[0].parse(data).root_node)
+
+
+def syntax_spans(text: str) -> SyntaxSpans | None:
+    """The syntax units of ``text`` (Python) from its tree-sitter tree (a query, matched in C), or None when no
+    parser is available or the file has none."""
+    got = _captures(text, 1)
+    if got is None:
+        return None
+    data, caps = got
     units: dict[str, list[tuple[int, int]]] = {}
     for unit, nodes in caps.items():
         spans = []
@@ -151,14 +159,10 @@ def function_crop(text: str, rng: random.Random, min_lines: int = 3, max_lines: 
     lines around the hole. With probability ``imports`` the file's import lines go before it, as a script's
     would. None when the file has no function of ``min_lines``-``max_lines`` lines that dedents cleanly or no
     parser is available. Training draws it at ``--function-share`` (``TrainConfig.function_share``)."""
-    got = _python_syntax()
-    if not got:
+    got = _captures(text, 2)
+    if got is None:
         return None
-    import tree_sitter as ts
-
-    parser, _, query = got
-    data = text.encode("utf-8", "surrogatepass")
-    caps = ts.QueryCursor(query).captures(parser.parse(data).root_node)
+    data, caps = got
     nodes = [nd for nd in caps.get("f", []) if min_lines <= nd.end_point[0] - nd.start_point[0] + 1 <= max_lines
              and not nd.has_error]
     if not nodes:
