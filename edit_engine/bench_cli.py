@@ -227,6 +227,7 @@ def _full_recompute(model: DiffusionLM, prefix: list[int], suffix: list[int]) ->
             nn.Module.__init__(self)  # share the weights; build none
             self.cfg = model.cfg
             self.embed, self.blocks, self.final_norm = model.embed, model.blocks, model.final_norm
+            self.int8_head = model.int8_head
             self.context = torch.tensor([prefix + suffix], dtype=torch.long, device=model.device)
             self.kinds = [PREFIX] * len(prefix) + [SUFFIX] * len(suffix)
 

@@ -6,6 +6,9 @@ for. Loading reads local files only.
 Serving dtype (``parse_dtype``; ``Engine.load(dtype=...)``, ``--dtype``, ``EDIT_ENGINE_DTYPE``): float32 by
 default. bfloat16 computes in bf16 (activations round to 8 bits of mantissa); on a CPU with avx512_bf16 or AMX
 it is faster, on one without them much slower (emulated), and it can change a fill (MODEL.md, "Serving in bf16").
+int8 (CPU only) holds the linear layers' weights as int8 and quantizes activations per token
+(``DiffusionLM.quantize_int8``, kernels/int8.py): the fastest on any x86 CPU, and it can change a fill
+(MODEL.md, "Serving in int8").
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 # The names a serving dtype may be given by (the CLI's --dtype, EDIT_ENGINE_DTYPE, EDIT_ENGINE_HF_DTYPE).
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                                  "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+                                  "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+                                  "int8": torch.int8}
 DTYPE_ENV = "EDIT_ENGINE_DTYPE"
 
 
@@ -70,6 +74,8 @@ def save(
     record: dict[str, Any] | None = None,
     dtype: torch.dtype = torch.bfloat16,
 ) -> Path:
+    if model.int8:
+        raise ValueError("an int8-quantized model is for serving; save the float weights it was loaded from")
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     cfg = {"model_type": "edit-engine-mdlm", **model.cfg.to_dict()}
@@ -113,6 +119,10 @@ def load(
         raise CheckpointError(f"cannot read model in {str(d)!r}: {e}") from e
     if tok.vocab_size > cfg.vocab_size:
         raise CheckpointError(f"tokenizer has {tok.vocab_size} tokens but the model only {cfg.vocab_size}")
+    int8 = dtype == torch.int8
+    if int8 and torch.device(device).type != "cpu":
+        raise CheckpointError(f"int8 serving runs on the CPU, not on {device}; use bf16 on a GPU")
+    dtype = torch.float32 if int8 else dtype  # int8: quantized from float32 below
     model = DiffusionLM(cfg)
     try:
         model.load_state_dict({k: v.to(dtype) for k, v in state.items()})
@@ -121,6 +131,8 @@ def load(
     # Served, never trained here: no parameter asks autograd for a gradient, so no pass records a graph and the
     # kernels' dispatcher (kernels.dispatch.needs_grad) can pick the Triton kernels on a GPU.
     model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+    if int8:
+        model.quantize_int8()
     rec: dict[str, Any] = {}
     if (d / "training.json").is_file():
         try:

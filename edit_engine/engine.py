@@ -436,7 +436,9 @@ class Engine:
 
     @property
     def dtype(self) -> str:
-        """What the model computes in, by name (``float32``, ``bfloat16``): ``Engine.load``'s ``dtype``."""
+        """What the model computes in, by name (``float32``, ``bfloat16``, ``int8``): ``Engine.load``'s ``dtype``."""
+        if getattr(self.model, "int8", False):
+            return "int8"
         return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     @property

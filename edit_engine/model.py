@@ -164,6 +164,7 @@ class DiffusionLM(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.final_norm = nn.Parameter(torch.ones(cfg.d_model))
+        self.int8_head: kernels.Int8Linear | None = None  # set by quantize_int8
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -219,7 +220,35 @@ class DiffusionLM(nn.Module):
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
         """Tied output head: (..., D) -> (..., V)."""
+        if self.int8_head is not None:
+            return self.int8_head(h)
         return F.linear(h, self.embed.weight)
+
+    # ------------------------------------------------------------------ int8 serving
+    @property
+    def int8(self) -> bool:
+        """True after ``quantize_int8``: the linear layers and the head compute in int8."""
+        return self.int8_head is not None
+
+    @torch.no_grad()
+    def quantize_int8(self) -> DiffusionLM:
+        """Serve with int8 linear layers (kernels/int8.py), CPU only: every block's projections and the tied head
+        hold int8 weights with a scale per output channel, and activations are quantized per token on the fly.
+        The embedding lookup, the norms, attention and the context cache stay float32. Inference only; returns
+        self. Measured speed and quality: MODEL.md, "Serving in int8"."""
+        if self.int8:
+            return self
+        if self.device.type != "cpu":
+            raise ValueError(f"int8 serving runs on the CPU; the model is on {self.device} (use bf16 on a GPU)")
+        for b in self.blocks:
+            assert isinstance(b, Block)
+            for name in ("wqkv", "wo", "w13", "w2"):
+                lin = getattr(b, name)
+                assert isinstance(lin, nn.Linear)
+                setattr(b, name, kernels.Int8Linear(lin.weight.float()))
+        self.int8_head = kernels.Int8Linear(self.embed.weight.float())
+        self.float().requires_grad_(False)
+        return self
 
     # ------------------------------------------------------------------ training / reference: full forward
     def forward(self, tokens: torch.Tensor, kind: torch.Tensor, mask: torch.Tensor | None = None,

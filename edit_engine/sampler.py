@@ -406,7 +406,8 @@ def denoise(
             decide_length(logits, canvas, masked, length_ban, open_from, cfg, pad_id, mask_id)
             commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor, first)
             open_from = None
-        elif cfg.temperature <= 0 and budget is None and first is None and isinstance(model, DiffusionLM):
+        elif (cfg.temperature <= 0 and budget is None and first is None and isinstance(model, DiffusionLM)
+              and not model.int8):
             # Greedy with a tied head: (token, score) straight from the hidden states; on GPUs with a large
             # vocabulary the fused kernel never writes the canvas logits (kernels/head.py).
             h = model.canvas_hidden(canvas, cache)  # (B, C, D)

@@ -23,8 +23,8 @@ def test_names(name: str, want: torch.dtype) -> None:
 
 
 def test_unknown_name_says_what_is_accepted() -> None:
-    with pytest.raises(ValueError, match=r"--dtype='int8'; expected one of float32, fp32, bfloat16"):
-        parse_dtype("int8", "--dtype")
+    with pytest.raises(ValueError, match=r"--dtype='int4'; expected one of float32, fp32, bfloat16"):
+        parse_dtype("int4", "--dtype")
 
 
 def test_asked_beats_environment_beats_float32(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +96,7 @@ def test_packaged_model_in_bf16_tracks_float32(monkeypatch: pytest.MonkeyPatch) 
 def test_every_command_rejects_an_unknown_dtype(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """A usage error (exit 2, what is accepted), before any model loads or any socket opens."""
     try:
-        code = main([*argv, "--dtype", "int8"])
+        code = main([*argv, "--dtype", "int4"])
     except SystemExit as e:  # argparse's usage error
         code = e.code  # type: ignore[assignment]
     assert code == 2 and "expected one of" in capsys.readouterr().err
@@ -120,7 +120,7 @@ def test_server_settings_check_the_dtype() -> None:
     from edit_engine.serve.settings import Settings
 
     with pytest.raises(ValueError, match="expected one of"):
-        Settings(dtype="int8")
+        Settings(dtype="int4")
     s = Settings.resolve(build_parser().parse_args(["serve", "--dtype", "bf16"]), {})
     assert s.dtype == "bf16"
     assert Settings.resolve(None, {"EDIT_ENGINE_DTYPE": "bfloat16"}).dtype == "bfloat16"

@@ -421,3 +421,9 @@ def test_bf16_weights_track_fp32(dream_dir: Any, monkeypatch: pytest.MonkeyPatch
     b = m32.canvas_logits(canvas, m32.encode_context([[3, 4, 5, 6]], [[7, 8]], 8))
     n = tok.vocab_size
     torch.testing.assert_close(a[..., :n], b[..., :n], atol=0.05, rtol=0.05, msg="bf16 vs fp32 logits")
+
+
+def test_int8_is_refused_for_open_models(dream_dir: Any) -> None:
+    """int8 serving is ours only: an open model asked for it gets a clear error, not a half-quantized model."""
+    with pytest.raises(checkpoint.CheckpointError, match="int8 serving is for edit-engine checkpoints"):
+        checkpoint.load(dream_dir[0], dtype="int8")

@@ -202,6 +202,9 @@ def load_model(path: str | Path, device: torch.device | str = "cpu", dtype: torc
     arch = replace(arch, max_prefix=prefix, max_suffix=suffix, max_canvas=canvas)
     tok = OpenTokenizer.from_folder(d, arch)
     dt = serving_dtype(device, dtype)
+    if dt == torch.int8:
+        raise UnsupportedCheckpoint("int8 serving is for edit-engine checkpoints; open models serve in float32, "
+                                    "bfloat16 or float16")
     w = _Weights(d)
     try:
         emb_name, norm_name, head_name = _global_names(arch)

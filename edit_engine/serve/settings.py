@@ -32,7 +32,7 @@ class Settings:
     threads: int = field(default=0, metadata=_help("torch CPU threads (0 = torch's default)"))
     device: str = field(default="cpu", metadata=_help("torch device of the model"))
     dtype: str = field(default="", metadata=_help(
-        "what the model computes in: float32 or bfloat16 (default: EDIT_ENGINE_DTYPE, else float32)"))
+        "what the model computes in: float32, bfloat16 or int8 (CPU) (default: EDIT_ENGINE_DTYPE, else float32)"))
     compile: int = field(default=0, metadata=_help(
         "1 = torch.compile the per-pass step at start-up (about 30 s more start-up; passes about 1.4x faster)"))
     # Batching: the scheduler runs the passes of up to max_batch requests in one forward pass.
