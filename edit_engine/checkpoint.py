@@ -7,8 +7,8 @@ Serving dtype (``parse_dtype``; ``Engine.load(dtype=...)``, ``--dtype``, ``EDIT_
 default. bfloat16 computes in bf16 (activations round to 8 bits of mantissa); on a CPU with avx512_bf16 or AMX
 it is faster, on one without them much slower (emulated), and it can change a fill (MODEL.md, "Serving in bf16").
 int8 (CPU only) holds the linear layers' weights as int8 and quantizes activations per token
-(``DiffusionLM.quantize_int8``, kernels/int8.py): the fastest on any x86 CPU, and it can change a fill
-(MODEL.md, "Serving in int8").
+(``DiffusionLM.quantize_int8``, kernels/int8.py): faster than float32 on x86 CPUs, with or without AVX-512,
+and it can change a fill (MODEL.md, "Serving in int8").
 """
 
 from __future__ import annotations

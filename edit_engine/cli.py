@@ -52,7 +52,7 @@ def add_dtype_arg(p: argparse.ArgumentParser) -> None:
     """``--dtype``, shared by the commands that load a model to serve it (infill, eval, bench, lsp)."""
     p.add_argument("--dtype", type=dtype_arg, metavar="NAME",
                    help="what the model computes in: float32, bfloat16 or int8 (bf16: faster on CPUs with avx512_bf16 "
-                   "or AMX, slower without them; int8: int8 linear layers, CPU only, the fastest on any x86 CPU; "
+                   "or AMX, slower without them; int8: int8 linear layers, CPU only, faster than float32 on x86 CPUs; "
                    "either can change a fill; default: EDIT_ENGINE_DTYPE, else float32)")
 
 

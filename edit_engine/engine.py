@@ -314,14 +314,6 @@ class ContextStore:
             self.stats.tokens_encoded += encoded
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 class Engine:
     """A loaded model plus its sampler settings. Thread-safe: each request has its own state."""
 
@@ -507,7 +499,7 @@ class Engine:
         entry = self.contexts.take(key)
         keep, same_suffix = 0, False
         if entry is not None:
-            keep = _common_prefix(entry.prefix_ids, p_ids)
+            keep = positions.common_prefix(entry.prefix_ids, p_ids)
             same_suffix = entry.suffix_ids == s_ids
         if entry is not None and (keep or (same_suffix and s_ids)):
             hit = keep == len(entry.prefix_ids) == len(p_ids) and same_suffix
@@ -530,7 +522,7 @@ class Engine:
         common prefix with the new prompt) or an empty one; back to the store when the ``with`` block ends."""
         entry = self.contexts.take(key) if self._cacheable() else None
         kv = ar.KVCache.empty(self.model) if entry is None else ar.KVCache(entry.cache, entry.prefix_ids)
-        keep = min(_common_prefix(kv.ids, prompt), len(prompt) - 1)  # what ar.ar_generate will keep
+        keep = min(positions.common_prefix(kv.ids, prompt), len(prompt) - 1)  # what ar.ar_generate will keep
         # A hit keeps all but the last prompt token (whose hidden state gives the first token).
         outcome = "hits" if entry is not None and keep == len(prompt) - 1 else "partial" if keep else "misses"
         self.contexts.count(outcome, keep, len(prompt) - keep)

@@ -185,15 +185,8 @@ class Document:
         """Make the document ``text``: one incremental edit over the part that differs."""
         if text == self.text:
             return
-        old = self.text
-        n = min(len(old), len(text))
-        a = 0
-        while a < n and old[a] == text[a]:
-            a += 1
-        b = 0
-        while b < n - a and old[len(old) - 1 - b] == text[len(text) - 1 - b]:
-            b += 1
-        self.edit(a, len(old) - b, text[a : len(text) - b])
+        start, old_end, new_end = positions.changed_span(self.text, text)
+        self.edit(start, old_end, text[start:new_end])
 
     def parse_with(self, start: int, end: int, new_text: str) -> ts.Tree | None:
         """The tree of the document with ``text[start:end]`` replaced (the document itself is unchanged)."""

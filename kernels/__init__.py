@@ -8,7 +8,7 @@ from .attention import canvas_attention, canvas_attention_ref
 from .commit import commit_step, commit_step_ref, token_stats_ref
 from .dispatch import backend, triton_available, use_triton
 from .head import commit_from_stats, commit_from_stats_ref, head_token_stats, head_token_stats_ref
-from .int8 import Int8Linear, int8_linear, int8_linear_ref, quantize_weight
+from .int8 import Int8Linear, gemm_ok, int8_linear, int8_linear_ref, quantize_weight
 from .rmsnorm import add_rms_norm, add_rms_norm_ref, rms_norm, rms_norm_ref
 from .rotary import apply_rotary, apply_rotary_ref, rotary_tables
 
@@ -27,6 +27,7 @@ __all__ = [
     "head_token_stats",
     "head_token_stats_ref",
     "Int8Linear",
+    "gemm_ok",
     "int8_linear",
     "int8_linear_ref",
     "quantize_weight",

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .int8 import int8_linear, quantize_weight
+from .int8 import default_qmax, gemm_ok, int8_linear, quantize_weight
 
 # (rows, in, out): the small preset's projections (qkv, out, gate+up, down) and its tied head.
 FEATURES = [(256, 768), (256, 256), (256, 1408), (704, 256), (256, 8192)]
@@ -53,26 +53,30 @@ def run(threads: int) -> list[dict[str, Any]]:
     if threads > 0:
         torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(0)
+    qmax = default_qmax()
+    gemm = gemm_ok(qmax)
     rows = []
     for m in ROWS:
         for k, n in FEATURES:
             x = torch.randn(m, k, generator=g)
             w = torch.randn(n, k, generator=g) * 0.05
-            q, s = quantize_weight(w)
+            q, s = quantize_weight(w, qmax)
             xb, wb = x.bfloat16(), w.bfloat16()
             ref = F.linear(x, w)
-            err = float((int8_linear(x, q, s) - ref).abs().max() / ref.abs().max())
+            err = float((int8_linear(x, q, s, gemm) - ref).abs().max() / ref.abs().max())
             f32 = _median_us(lambda: F.linear(x, w))  # noqa: B023 (called before the loop moves on)
             bf16 = _median_us(lambda: F.linear(xb, wb))  # noqa: B023
-            i8 = _median_us(lambda: int8_linear(x, q, s))  # noqa: B023
+            i8 = _median_us(lambda: int8_linear(x, q, s, gemm))  # noqa: B023
             rows.append({"rows": m, "in": k, "out": n, "float32_us": round(f32, 1), "bf16_us": round(bf16, 1),
-                         "int8_us": round(i8, 1), "speedup": round(f32 / i8, 2), "rel_err": round(err, 5)})
+                         "int8_us": round(i8, 1), "speedup": round(f32 / i8, 2), "rel_err": round(err, 5),
+                         "weight_qmax": qmax, "int8_gemm": gemm})
     return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'rows':>5} {'in':>5} {'out':>5} {'float32 us':>11} {'bf16 us':>9} {'int8 us':>9} {'speed-up':>9} {'rel err':>8}"
-    lines = [head]
+    cols = ("rows", "in", "out", "float32 us", "bf16 us", "int8 us", "speed-up", "rel err")
+    widths = (5, 5, 5, 11, 9, 9, 9, 8)
+    lines = [" ".join(f"{c:>{w}}" for c, w in zip(cols, widths, strict=True))]
     for r in rows:
         lines.append(f"{r['rows']:>5} {r['in']:>5} {r['out']:>5} {r['float32_us']:>11.1f} {r['bf16_us']:>9.1f} "
                      f"{r['int8_us']:>9.1f} {r['speedup']:>8.2f}x {r['rel_err']:>8.4f}")

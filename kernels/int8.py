@@ -11,10 +11,10 @@ kernels/BENCHMARKS.md, "Int8 linear layers on the CPU", has the measurements.
 
 ``qmax`` is 127 where the CPU's int8 GEMM sums that range exactly (VNNI) and 64 where it does not
 (``weight_qmax``: without VNNI, oneDNN saturates). The integer products are then exact (int32 accumulation), so
-the fast path and the twin agree bit for bit: the twin multiplies the same integers in float64 (exact for any K
-below 2^53 / 127^2) and applies the same scaling. ``int8_linear`` runs ``torch._int_mm`` on CPU tensors and the
-twin anywhere else, for one input feature (where torch 2.13's CPU ``_int_mm`` is wrong), and where no weight
-range sums exactly.
+the fast path and the twin agree bit for bit: the twin multiplies the same integers in float64 and applies the
+same scaling. ``int8_linear`` runs ``torch._int_mm`` where the layer's range allows it (``Int8Linear.gemm``) on
+CPU tensors with 2 to ``MAX_GEMM_K`` input features (torch 2.13's CPU ``_int_mm`` is wrong for one), and the
+twin otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import torch
 
 QMAX = 127  # activations, and weights where the int8 GEMM is exact over the full range
 QMAX_SAFE = 64  # weights elsewhere (``weight_qmax``)
+MAX_GEMM_K = (2**31 - 1) // (QMAX * QMAX)  # 133,144 input features: int32 sums cannot overflow below it
 
 
 def _gemm_exact(wmax: int) -> bool:
@@ -48,21 +49,31 @@ def _gemm_exact(wmax: int) -> bool:
 @functools.lru_cache(maxsize=1)
 def weight_qmax() -> int:
     """The int8 weight range this CPU's GEMM sums exactly: 127 with VNNI (AVX512-VNNI, AVX-VNNI, AMX), 64
-    without it. oneDNN's int8 GEMM without VNNI adds pairs of u8 * s8 products in saturating int16 (vpmaddubsw),
-    so weights beyond 64 overflow: with ``ONEDNN_MAX_CPU_ISA=AVX2`` on this project's EPYC, full-range weights
-    gave sums 15-20% off. Checked once per process (``_gemm_exact``); 0 when neither range is exact, and then
-    ``int8_linear`` runs the twin."""
+    without it. oneDNN's int8 GEMM without VNNI adds pairs of u8 * s8 products in saturating int16
+    (vpmaddubsw), so weights beyond 64 overflow: with ``ONEDNN_MAX_CPU_ISA=AVX2`` on this project's EPYC,
+    full-range weights gave errors of 7-20% of the largest output. Checked once per process (``_gemm_exact``);
+    0 when neither range is exact."""
     for wmax in (QMAX, QMAX_SAFE):
         if _gemm_exact(wmax):
             return wmax
     return 0
 
 
+def gemm_ok(qmax: int) -> bool:
+    """Whether weights quantized to [-qmax, qmax] may go through this CPU's int8 GEMM (``weight_qmax``)."""
+    return 0 < qmax <= weight_qmax()
+
+
+def default_qmax() -> int:
+    """The weight range ``quantize_weight`` uses by default: ``weight_qmax()``, else ``QMAX_SAFE``."""
+    return weight_qmax() or QMAX_SAFE
+
+
 def quantize_weight(weight: torch.Tensor, qmax: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """weight (N, K) float -> (qweight (N, K) int8 in [-qmax, qmax], scale (N,) float32), symmetric per output
-    row. ``qmax`` None: ``weight_qmax()`` (``QMAX_SAFE`` where no range is exact)."""
+    row. ``qmax`` None: ``default_qmax()``."""
     if qmax is None:
-        qmax = weight_qmax() or QMAX_SAFE
+        qmax = default_qmax()
     if not 1 <= qmax <= QMAX:
         raise ValueError(f"qmax={qmax}; expected 1..{QMAX}")
     w = weight.detach().float()
@@ -78,8 +89,9 @@ def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.round(xf / scale).clamp_(-QMAX, QMAX).to(torch.int8), scale
 
 
-def _scaled(acc: torch.Tensor, sx: torch.Tensor, sw: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
-    """acc (M, N) int32 or float32 holding the integer sums -> acc * sx * sw shaped (*shape[:-1], N) in dtype."""
+def _scaled(acc: torch.Tensor, sx: torch.Tensor, sw: torch.Tensor, shape: torch.Size,
+            dtype: torch.dtype) -> torch.Tensor:
+    """acc (M, N) int32 or float32 holding the integer sums -> acc * sx * sw shaped (*shape[:-1], N)."""
     return torch.mul(acc, sx).mul_(sw).reshape(*shape[:-1], sw.shape[0]).to(dtype)
 
 
@@ -90,22 +102,28 @@ def int8_linear_ref(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor)
     return _scaled(acc.float(), sx, scale, x.shape, x.dtype)  # rounds to float32 as the int32 sums do
 
 
-def int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """``int8_linear_ref`` with the int8 GEMM (``torch._int_mm``) on CPU tensors; the twin elsewhere."""
-    if x.device.type != "cpu" or x.shape[-1] < 2 or weight_qmax() == 0:
+def int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, gemm: bool = False) -> torch.Tensor:
+    """``int8_linear_ref``, through the int8 GEMM (``torch._int_mm``) when ``gemm`` is true (the caller has
+    checked the weights' range with ``gemm_ok``; ``Int8Linear`` does once) and x is a CPU tensor; the twin
+    otherwise. Decided from Python values only, so a compiled pass has no graph break here."""
+    k = x.shape[-1]
+    if not gemm or x.device.type != "cpu" or not 2 <= k <= MAX_GEMM_K:
         # K = 1: torch 2.13's CPU _int_mm returns wrong sums (tests/test_int8.py found it; every K >= 2 is exact)
         return int8_linear_ref(x, qweight, scale)
-    qx, sx = quantize_rows(x.reshape(-1, x.shape[-1]))
+    qx, sx = quantize_rows(x.reshape(-1, k))
     acc = torch._int_mm(qx, qweight.t())  # (M, N) int32
     return _scaled(acc, sx, scale, x.shape, x.dtype)
 
 
 class Int8Linear(torch.nn.Module):
-    """A bias-free ``nn.Linear`` for inference with its weight held as int8 (``quantize_weight``)."""
+    """A bias-free ``nn.Linear`` for inference with its weight held as int8 (``quantize_weight``). Whether it
+    may use the int8 GEMM (``gemm_ok`` for its range) is decided here, once."""
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    def __init__(self, weight: torch.Tensor, qmax: int | None = None) -> None:
         super().__init__()
-        q, s = quantize_weight(weight)
+        self.qmax = default_qmax() if qmax is None else qmax
+        self.gemm = gemm_ok(self.qmax)
+        q, s = quantize_weight(weight, self.qmax)
         self.qweight: torch.Tensor
         self.scale: torch.Tensor
         self.register_buffer("qweight", q)
@@ -120,7 +138,8 @@ class Int8Linear(torch.nn.Module):
         return int(self.qweight.shape[0])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return int8_linear(x, self.qweight, self.scale)
+        return int8_linear(x, self.qweight, self.scale, self.gemm)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+        path = "int8 GEMM" if self.gemm else "twin"
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 +-{self.qmax}, {path}"

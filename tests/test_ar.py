@@ -156,6 +156,16 @@ def test_ar_engine_in_bf16(ar_checkpoint: Path, tiny_tokenizer: Tokenizer) -> No
     assert r.nfe == 12 and r.stop_reason == "length"
 
 
+def test_ar_engine_in_int8(ar_checkpoint: Path, tiny_tokenizer: Tokenizer) -> None:
+    """The baseline serves in int8 too (same network class), so both models can be compared in one dtype: the
+    key/value-cached decoder runs on the int8 projections and head."""
+    eng = Engine.load(ar_checkpoint, dtype="int8")
+    assert eng.is_ar and eng.dtype == "int8" and eng.model.int8
+    p, s, _ = _examples(tiny_tokenizer)[0]
+    r = eng.infill(tiny_tokenizer.decode(p), tiny_tokenizer.decode(s), max_tokens=12, min_tokens=12)
+    assert r.nfe == 12 and r.stop_reason == "length"
+
+
 def test_ar_takes_the_novel_name_penalty(ar_checkpoint: Path, tiny_tokenizer: Tokenizer) -> None:
     """The baseline gets the diffusion sampler's prior: the cached decoder with a bias equals the no-cache oracle
     with it, a token the bias rules out never appears, and the engine applies ``--novel-penalty`` to it."""

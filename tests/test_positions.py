@@ -59,3 +59,34 @@ def test_crlf_lines() -> None:
     text = "a\r\nb\rc\nd"
     assert P.line_starts(text) == [0, 3, 5, 7]
     assert P.offset_to_position(text, 5) == (2, 0)
+
+
+def _naive_span(old: str, new: str) -> tuple[int, int, int]:
+    n = min(len(old), len(new))
+    a = 0
+    while a < n and old[a] == new[a]:
+        a += 1
+    b = 0
+    while b < n - a and old[len(old) - 1 - b] == new[len(new) - 1 - b]:
+        b += 1
+    return a, len(old) - b, len(new) - b
+
+
+SMALL = st.text(alphabet="ab\n é😀", max_size=12)
+
+
+@settings(max_examples=300)
+@given(old=SMALL, new=SMALL, common=st.text(alphabet="ab\n", max_size=6))
+def test_changed_span_is_the_one_minimal_edit(old: str, new: str, common: str) -> None:
+    """The incremental reparse's edit (``syntax.Document.update``): rebuilds the new text from the old, keeps
+    the longest prefix first, then the longest suffix that does not overlap it; the same as a character loop."""
+    for o, n in ((old, new), (common + old + common, common + new + common), (old, old + new), (new + old, old)):
+        start, old_end, new_end = P.changed_span(o, n)
+        assert n == o[:start] + n[start:new_end] + o[old_end:]
+        assert (start, old_end, new_end) == _naive_span(o, n)
+
+
+@given(a=st.lists(st.integers(0, 3), max_size=10), b=st.lists(st.integers(0, 3), max_size=10))
+def test_common_prefix_of_token_lists(a: list[int], b: list[int]) -> None:
+    k = P.common_prefix(a, b)
+    assert a[:k] == b[:k] and (k == min(len(a), len(b)) or a[k] != b[k])
