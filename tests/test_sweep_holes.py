@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import compare_fills  # noqa: E402
 import floor_share  # noqa: E402
+import pair_runs  # noqa: E402
 import remask_verdict  # noqa: E402
 import sweep_commit  # noqa: E402
 
@@ -149,3 +150,26 @@ def test_compare_fills_counts_code_parsing_fills_and_their_first_words(tmp_path:
     assert "'x' 1" in out and "'return' 2" in out
     with pytest.raises(SystemExit):
         compare_fills.main([a, write("c.jsonl", [("9", "", False)] * 3)])
+
+
+def test_pair_runs_matches_tasks_and_counts_gains(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """scripts/pair_runs.py: tasks matched by id (one run's extra task ignored), B - A edit similarity with its
+    standard error, gained and lost by ``passed``, identical fills."""
+    import json
+
+    def run(name: str, rows: list[tuple[str, str, float, bool]]) -> str:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"task_id": t, "completion": c, "edit_sim": e, "passed": p}) + "\n"
+                                for t, c, e, p in rows))
+        return str(path)
+
+    a = run("a.jsonl", [("t1", "x", 0.5, False), ("t2", "y", 1.0, True), ("t3", "z", 0.2, False)])
+    b = run("b.jsonl", [("t3", "z", 0.2, False), ("t1", "x2", 1.0, True), ("t2", "y2", 0.5, False),
+                        ("t4", "w", 1.0, True)])
+    out = tmp_path / "r.json"
+    assert pair_runs.main([a, b, "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert (r["n"], r["closer"], r["farther"], r["identical"]) == (3, 1, 1, 1)
+    assert (r["solved_a"], r["solved_b"], r["gained"], r["lost"]) == (1, 1, 1, 1)
+    assert r["edit_sim_diff"] == 0.0 and r["se"] > 0
+    assert "solved 1 -> 1 (gained 1, lost 1)" in capsys.readouterr().out
