@@ -147,12 +147,6 @@ def changed_span(old: str, new: str) -> tuple[int, int, int]:
     ``new == old[:start] + new[start:new_end] + old[old_end:]``, the unchanged prefix and suffix as long as they
     can be (the prefix first)."""
     a = common_prefix(old, new)
-    limit = min(len(old), len(new)) - a
-    lo, hi = 0, limit
-    while lo < hi:  # the common suffix, at most ``limit`` long so that it never overlaps the prefix
-        mid = (lo + hi + 1) // 2
-        if old[len(old) - mid :] == new[len(new) - mid :]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return a, len(old) - lo, len(new) - lo
+    # The common suffix, at most what is left after the prefix so that the two never overlap.
+    b = min(common_prefix(old[::-1], new[::-1]), min(len(old), len(new)) - a)
+    return a, len(old) - b, len(new) - b

@@ -76,17 +76,16 @@ def quantize_weight(weight: torch.Tensor, qmax: int | None = None) -> tuple[torc
         qmax = default_qmax()
     if not 1 <= qmax <= QMAX:
         raise ValueError(f"qmax={qmax}; expected 1..{QMAX}")
-    w = weight.detach().float()
-    scale = (w.abs().amax(dim=1) / qmax).clamp_min(torch.finfo(torch.float32).tiny)
-    q = torch.round(w / scale[:, None]).clamp_(-qmax, qmax).to(torch.int8)
-    return q.contiguous(), scale.contiguous()
+    q, scale = quantize_rows(weight.detach(), qmax)
+    return q.contiguous(), scale.squeeze(1).contiguous()
 
 
-def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """x (M, K) float -> (qx (M, K) int8, scale (M, 1) float32), symmetric per row; a zero row stays zero."""
+def quantize_rows(x: torch.Tensor, qmax: int = QMAX) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (M, K) float -> (qx (M, K) int8 in [-qmax, qmax], scale (M, 1) float32), symmetric per row; a zero
+    row stays zero. Activations per token, and (``quantize_weight``) weights per output channel."""
     xf = x.float()
-    scale = (xf.abs().amax(dim=-1, keepdim=True) / QMAX).clamp_min(torch.finfo(torch.float32).tiny)
-    return torch.round(xf / scale).clamp_(-QMAX, QMAX).to(torch.int8), scale
+    scale = (xf.abs().amax(dim=-1, keepdim=True) / qmax).clamp_min(torch.finfo(torch.float32).tiny)
+    return torch.round(xf / scale).clamp_(-qmax, qmax).to(torch.int8), scale
 
 
 def _scaled(acc: torch.Tensor, sx: torch.Tensor, sw: torch.Tensor, shape: torch.Size,
