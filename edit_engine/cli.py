@@ -227,8 +227,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "about 40-70 s to compile)")
     p.add_argument("--vocab-size", type=int, default=0,
                    help="tokenizer and model vocabulary (default: the preset's, 8192 for small and mid)")
-    p.add_argument("--train-prefix", type=int, default=256, help="prefix tokens per training example")
-    p.add_argument("--train-suffix", type=int, default=96, help="suffix tokens per training example")
+    p.add_argument("--train-prefix", type=int, default=256, help="prefix tokens per training example; also the checkpoint's serving context (config.json max_prefix)")
+    p.add_argument("--train-suffix", type=int, default=96, help="suffix tokens per training example; also the serving context's max_suffix")
     p.add_argument("--warmup-steps", type=int, default=200)
     p.add_argument("--eval-every", type=float, default=10.0, help="minutes between validation evaluations")
     p.add_argument("--save-every", type=float, default=5.0, help="minutes between resume checkpoints")

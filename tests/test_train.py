@@ -62,7 +62,8 @@ def test_train_resume_and_init(tmp_path: Path, corpus_dir: Path, monkeypatch: py
     assert rec["lineage"][-1]["steps"] == "0-3" and rec["lineage"][-1]["start"] == "scratch"
     assert rec["config"]["vocab_size"] == PRESETS["tiny"].vocab_size  # no --vocab-size: the preset's, recorded
     ck = checkpoint.load(run / "checkpoint")
-    assert ck.model.cfg.to_dict() == {**PRESETS["tiny"].to_dict()}
+    # The preset's network, served with the context its rows were cut with (--train-prefix / --train-suffix).
+    assert ck.model.cfg.to_dict() == {**PRESETS["tiny"].to_dict(), "max_prefix": 48, "max_suffix": 24}
 
     rec = _train(run, corpus_dir, "--steps", "2", "--resume")
     assert rec["step"] == 5
@@ -73,12 +74,15 @@ def test_train_resume_and_init(tmp_path: Path, corpus_dir: Path, monkeypatch: py
     # Warm start: the resume state is gone, only the (bf16) checkpoint is left.
     warm = tmp_path / "warm"
     before = checkpoint.load(run / "checkpoint").model.state_dict()
-    rec = _train(warm, corpus_dir, "--steps", "1", "--init", str(run / "checkpoint"), "--lr", "0")
+    rec = _train(warm, corpus_dir, "--steps", "1", "--init", str(run / "checkpoint"), "--lr", "0",
+                 "--train-prefix", "32")  # a warm start may cut its rows differently: it serves what it trained on
     assert rec["step"] == 6 and rec["tokens_seen"] > 0
     assert [seg["steps"] for seg in rec["lineage"]] == ["0-3", "3-5", "5-6"]
     assert rec["lineage"][-1]["start"].startswith("init ")
     assert (warm / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
-    after = checkpoint.load(warm / "checkpoint").model.state_dict()
+    after_ck = checkpoint.load(warm / "checkpoint")
+    assert (after_ck.model.cfg.max_prefix, after_ck.model.cfg.max_suffix) == (32, 24)
+    after = after_ck.model.state_dict()
     for k, v in before.items():  # lr 0: the weights are exactly the ones it started from
         assert torch.equal(v, after[k]), k
 

@@ -364,7 +364,9 @@ def _warm_start(model: DiffusionLM, cfg: TrainConfig) -> tuple[int, int, float, 
                                                                  list[dict[str, Any]]]:
     """Load ``cfg.init``'s weights into ``model``; return its step, tokens, minutes, history and lineage."""
     ck = checkpoint.load(cfg.init, device=cfg.device, dtype=torch.float32)  # float32 master weights, whatever EDIT_ENGINE_DTYPE says
-    if ck.model.cfg.to_dict() != model.cfg.to_dict():
+    serving = ("max_prefix", "max_suffix")  # the serving context follows this run's train_prefix / train_suffix
+    if {k: v for k, v in ck.model.cfg.to_dict().items() if k not in serving} != \
+            {k: v for k, v in model.cfg.to_dict().items() if k not in serving}:
         raise SystemExit(f"--init {cfg.init}: its model config differs from preset {cfg.preset!r}")
     model.load_state_dict(ck.model.state_dict())
     rec = _record(Path(cfg.init))
@@ -426,7 +428,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if cfg.vocab_size and tok.vocab_size != cfg.vocab_size:
         raise SystemExit(f"--vocab-size {cfg.vocab_size}: the tokenizer in use (--tokenizer, --init, or the one "
                          f"already in {out}) has {tok.vocab_size} tokens; use a fresh --out or drop --vocab-size")
-    mcfg = replace(PRESETS[cfg.preset], objective=cfg.objective)
+    # The serving context is the one the rows were cut with: a model shown more prefix or suffix than it was trained
+    # on reads tokens at positions it never saw (the packaged model: MODEL.md, "Its context since session 19").
+    mcfg = replace(PRESETS[cfg.preset], objective=cfg.objective, max_prefix=cfg.train_prefix,
+                   max_suffix=cfg.train_suffix)
     if cfg.vocab_size:
         mcfg = replace(mcfg, vocab_size=cfg.vocab_size)
     else:  # the record (training.json "config") says which size the run used
