@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-import kernels
+from edit_engine import kernels
 
 from .model import PREFIX, ContextCache, DiffusionLM
 from .sampler import Step

@@ -8,7 +8,7 @@ import importlib
 
 from .cli import register
 
-MODULES = ("edit_engine.eval.cli", "edit_engine.bench_cli", "edit_engine.serve.cli", "lsp.cli")
+MODULES = ("edit_engine.eval.cli", "edit_engine.bench_cli", "edit_engine.serve.cli", "edit_engine.lsp.cli")
 # Front ends left out because a package they import is missing (module -> package), e.g. a GPU machine that has
 # torch but not pygls: ``edit-engine train`` must still run there.
 UNAVAILABLE: dict[str, str] = {}

@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import kernels
+from edit_engine import kernels
 
 # Token kinds of the layout (an int8 tensor beside the token ids).
 ABSENT, PREFIX, SUFFIX, CANVAS = 0, 1, 2, 3

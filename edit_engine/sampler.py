@@ -68,7 +68,7 @@ from typing import Any
 
 import torch
 
-import kernels
+from edit_engine import kernels
 
 from .model import CANVAS, PREFIX, SUFFIX, ContextCache, DiffusionLM
 

@@ -66,7 +66,7 @@ class Grammar:
 
 def _read(language: str, name: str) -> str | None:
     try:
-        return (resources.files("grammars") / language / name).read_text(encoding="utf-8")
+        return (resources.files("edit_engine.grammars") / language / name).read_text(encoding="utf-8")
     except (FileNotFoundError, ModuleNotFoundError, NotADirectoryError, OSError):
         return None
 

@@ -1,6 +1,6 @@
 """A scripted editing session over LSP: type a function character by character, ask after every keystroke.
 
-Starts the real language server (``python -m lsp``) on stdio, opens a file with some context, then types
+Starts the real language server (``python -m edit_engine.lsp``) on stdio, opens a file with some context, then types
 ``--snippet`` one character at a time. After each keystroke it sends the incremental ``didChange``, cancels
 the previous request if it is still running (``$/cancelRequest``, as editors do), and sends a
 ``textDocument/inlineCompletion`` request with ``streamPasses`` on. Per request it records the time to the
@@ -79,7 +79,7 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
         first_pass.setdefault(rid, time.perf_counter())
         pass_counts[rid] = pass_counts.get(rid, 0) + 1
 
-    cmd = [sys.executable, "-m", "lsp"]
+    cmd = [sys.executable, "-m", "edit_engine.lsp"]
     if a.threads:
         cmd += ["--threads", str(a.threads)]
     if a.log_file:

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from sweep_commit import function_holes, holes
 
-    import kernels
+    from edit_engine import kernels
     from edit_engine import Engine, sampler
 
     counts: dict[str, Any] = {"passes": 0, "threshold": 0, "floor": 0, "floor_scores": []}

@@ -88,7 +88,7 @@ run() {  # name, extra args...
   note "$name exit $?"
 }
 KB=(); [ "$DEVICE" = cpu ] && KB=(--smoke)
-( EDIT_ENGINE_KERNELS=auto timeout 240 python3 -m kernels.bench "${KB[@]}" --json "$RES/kernels_bench.json" \
+( EDIT_ENGINE_KERNELS=auto timeout 240 python -m edit_engine.kernels.bench "${KB[@]}" --json "$RES/kernels_bench.json" \
   > "$RES/kernels_bench.txt" 2>&1; note "kernels.bench exit $?" ) &
 has() { [[ " $RUNS " == *" $1 "* ]]; }
 has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" "${WIN[@]}" "${PRE[@]}" "${COR[@]}" &

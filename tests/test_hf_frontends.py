@@ -179,13 +179,13 @@ class Session:
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=FAMILIES)
 async def lsp(request: pytest.FixtureRequest, folders: dict[str, Path],
               tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[str, Session]]:
-    """The real ``python -m lsp`` over stdio, modelPath = the HF folder, as tests/test_lsp.py starts it."""
+    """The real ``python -m edit_engine.lsp`` over stdio, modelPath = the HF folder, as tests/test_lsp.py starts it."""
     family = request.param
     log_file = tmp_path_factory.mktemp(f"lsp-{family}") / "server.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     config = ClientServerConfig(
-        server_command=[sys.executable, "-m", "lsp", "--threads", "1", "--log-file", str(log_file)],
+        server_command=[sys.executable, "-m", "edit_engine.lsp", "--threads", "1", "--log-file", str(log_file)],
         server_env=env)
     client = await config.start()
     assert isinstance(client, LanguageClient)

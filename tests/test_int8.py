@@ -10,11 +10,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kernels
+from edit_engine import kernels
 from edit_engine import Engine, checkpoint
 from edit_engine.checkpoint import DTYPE_ENV
 from edit_engine.model import DiffusionLM
-from kernels.int8 import QMAX, QMAX_SAFE, default_qmax, quantize_rows, weight_qmax
+from edit_engine.kernels.int8 import QMAX, QMAX_SAFE, default_qmax, quantize_rows, weight_qmax
 
 
 def _case(m: int, k: int, n: int, seed: int, zero_row: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,7 +119,7 @@ def test_the_benchmark_prints_a_table_and_writes_json(tmp_path: Path, monkeypatc
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from kernels import bench_int8
+    from edit_engine.kernels import bench_int8
 
     monkeypatch.setattr(bench_int8, "ROWS", (4,))
     monkeypatch.setattr(bench_int8, "FEATURES", [(64, 96)])
@@ -175,7 +175,7 @@ def _saturating_int_mm(limit: int | None) -> object:
 @pytest.mark.parametrize(("limit", "want"), [(QMAX, QMAX), (QMAX_SAFE, QMAX_SAFE), (None, 0)])
 def test_the_probe_picks_the_widest_exact_range(monkeypatch: pytest.MonkeyPatch, limit: int | None,
                                                 want: int) -> None:
-    from kernels import int8
+    from edit_engine.kernels import int8
 
     monkeypatch.setattr(torch, "_int_mm", _saturating_int_mm(limit))
     int8.weight_qmax.cache_clear()

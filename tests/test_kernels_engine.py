@@ -65,7 +65,7 @@ def test_training_gets_the_twins_gradients_with_kernels_forced(tiny_engine: Engi
 def test_denoise_reaches_the_head_and_commit_kernels(tiny_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     """The greedy pass's head and commit run as Triton kernels when the backend says so, also for a model whose
     parameters ask for gradients (the head's weight is one): before, autograd sent both to the twins on a GPU."""
-    from kernels import _triton_commit as tcommit
+    from edit_engine.kernels import _triton_commit as tcommit
 
     calls: list[str] = []
     real_stats, real_commit = tcommit.token_stats_triton, tcommit.commit_from_stats_triton

@@ -28,13 +28,13 @@ from hypothesis import strategies as st  # noqa: E402
 pytest.importorskip("triton", reason="triton is not installed (pip install triton); kernel tests need it")
 
 import kernels  # noqa: E402
-from kernels import _triton_attention as tattn  # noqa: E402
-from kernels import _triton_commit as tcommit  # noqa: E402
-from kernels import _triton_head as thead  # noqa: E402
-from kernels import _triton_rmsnorm as trms  # noqa: E402
-from kernels import _triton_rotary as trot  # noqa: E402
-from kernels import head as khead  # noqa: E402
-from kernels.commit import commit_step_ref, token_stats_ref  # noqa: E402
+from edit_engine.kernels import _triton_attention as tattn  # noqa: E402
+from edit_engine.kernels import _triton_commit as tcommit  # noqa: E402
+from edit_engine.kernels import _triton_head as thead  # noqa: E402
+from edit_engine.kernels import _triton_rmsnorm as trms  # noqa: E402
+from edit_engine.kernels import _triton_rotary as trot  # noqa: E402
+from edit_engine.kernels import head as khead  # noqa: E402
+from edit_engine.kernels.commit import commit_step_ref, token_stats_ref  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("kernel tests run CPU tensors and need TRITON_INTERPRET=1", allow_module_level=True)
@@ -414,8 +414,8 @@ def test_dispatchers_route_to_triton(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_bench_smoke(tmp_path: Any) -> None:
-    """``python -m kernels.bench --smoke`` runs every section on tiny CPU shapes and writes its JSON."""
-    from kernels import bench
+    """``python -m edit_engine.kernels.bench --smoke`` runs every section on tiny CPU shapes and writes its JSON."""
+    from edit_engine.kernels import bench
 
     out = tmp_path / "bench.json"
     rows = bench.main(["--smoke", "--json", str(out)])

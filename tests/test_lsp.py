@@ -123,7 +123,7 @@ async def start(tmp: Path, init: dict[str, Any] | None, encodings: list[str] | N
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
     config = ClientServerConfig(
-        server_command=[sys.executable, "-m", "lsp", "--threads", "1",
+        server_command=[sys.executable, "-m", "edit_engine.lsp", "--threads", "1",
                         "--log-file", str(log_file), *args],
         server_env=env)
     client = await config.start()

@@ -9,12 +9,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kernels
+from edit_engine import kernels
 from edit_engine.engine import Engine
 from edit_engine.model import DiffusionLM
 from edit_engine.sampler import SamplerConfig, denoise
 from edit_engine.tokenizer import Tokenizer
-from kernels import head as khead
+from edit_engine.kernels import head as khead
 
 DOC = "def total(numbers):\n    s = 0\n    for x in numbers:\n        s += x\n    return s\n"
 

@@ -114,7 +114,7 @@ def test_neovim_plugin_streams_accepts_and_cancels(tmp_path: Path, tiny_checkpoi
            "OMP_NUM_THREADS": "1"}
     cfg = {
         "plugin": str(PLUGIN), "file": str(src), "out": str(out), "row": LINE, "col": COL, "timeout_ms": 90_000,
-        "cmd": [sys.executable, "-m", "lsp", "--threads", "1", "--log-file", str(tmp_path / "server.log")],
+        "cmd": [sys.executable, "-m", "edit_engine.lsp", "--threads", "1", "--log-file", str(tmp_path / "server.log")],
         "env": {"PYTHONPATH": env["PYTHONPATH"], "OMP_NUM_THREADS": "1"}, "init_options": init,
     }
     (tmp_path / "config.json").write_text(json.dumps(cfg))

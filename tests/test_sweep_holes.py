@@ -51,7 +51,7 @@ def test_floor_share_counts_who_commits(tiny_checkpoint: Path, tmp_path: Path) -
     only the threshold; and the commit kernel is restored afterwards."""
     import json
 
-    import kernels
+    from edit_engine import kernels
 
     before = kernels.commit_from_stats
     out = {}

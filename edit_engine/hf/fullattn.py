@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-import kernels
+from edit_engine import kernels
 
 from .cache import ApproxCache, CachePolicy
 from .config import ArchConfig

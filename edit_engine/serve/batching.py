@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-import kernels
+from edit_engine import kernels
 
 from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass, unheal
 from ..model import ContextCache

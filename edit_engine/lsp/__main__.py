@@ -1,4 +1,4 @@
-"""``python -m lsp``: the same as ``edit-engine lsp``."""
+"""``python -m edit_engine.lsp``: the same as ``edit-engine lsp``."""
 
 import sys
 

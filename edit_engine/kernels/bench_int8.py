@@ -1,6 +1,6 @@
 """CPU benchmark of the int8 linear layer (kernels/int8.py) against float32 and bf16 ``F.linear``.
 
-    python -m kernels.bench_int8 [--threads 1] [--json out.json]
+    python -m edit_engine.kernels.bench_int8 [--threads 1] [--json out.json]
 
 One row per shape of the packaged model's denoising pass (canvas rows x in -> out features) and of a context
 encoding (1,024 rows): median microseconds of each path over repeated calls on the same inputs (warm caches),
@@ -84,7 +84,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    ap = argparse.ArgumentParser(prog="python -m kernels.bench_int8", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m edit_engine.kernels.bench_int8", description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0 = torch's default)")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     a = ap.parse_args(argv)

@@ -9,7 +9,7 @@ sampled choice (temperature > 0) needs every logit and keeps the plain path.
 Two implementations on CUDA, chosen by vocabulary size (``FUSED_HEAD_MIN_VOCAB``): the plain cuBLAS matmul
 followed by the Triton statistics kernel, or the fused Triton kernel that never writes the B*C*V logits. The
 fused one pays off only when the logits traffic (2 * B*C*V*sizeof) outweighs its slower matmul; where that is
-is a measurement (``python -m kernels.bench``, section ``head``; kernels/BENCHMARKS.md).
+is a measurement (``python -m edit_engine.kernels.bench``, section ``head``; kernels/BENCHMARKS.md).
 
 How the sampler uses it (greedy passes)::
 

@@ -1,4 +1,4 @@
-"""Benchmark every Triton kernel against its PyTorch twin: ``python -m kernels.bench [--json PATH]``.
+"""Benchmark every Triton kernel against its PyTorch twin: ``python -m edit_engine.kernels.bench [--json PATH]``.
 
 Prints one row per (op, shape): time of the Triton kernel and of the twin, the bytes the op must move at least,
 the bandwidth the kernel achieved (bytes / time), the floor (bytes / ``--peak-gbps``) and the speed-up over the
@@ -242,7 +242,7 @@ def table(rows: list[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
-    ap = argparse.ArgumentParser(prog="python -m kernels.bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m edit_engine.kernels.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default="kernels-bench.json", help="where to write the rows as JSON")
     ap.add_argument("--peak-gbps", type=float, default=H200_PEAK_GBPS, help="memory bandwidth for the floor")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under the Triton interpreter")

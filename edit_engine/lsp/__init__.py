@@ -1,6 +1,6 @@
-"""The edit-engine language server (pygls): ``edit-engine lsp`` or ``python -m lsp``.
+"""The edit-engine language server (pygls): ``edit-engine lsp`` or ``python -m edit_engine.lsp``.
 
-    from lsp import create_server
+    from edit_engine.lsp import create_server
     create_server().start_io()
 """
 
