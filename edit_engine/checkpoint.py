@@ -14,6 +14,7 @@ and it can change a fill (MODEL.md, "Serving in int8").
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,11 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from . import kernels
 from .model import DiffusionLM, ModelConfig
 from .tokenizer import Tokenizer
+
+log = logging.getLogger("edit_engine")
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "models" / "default"
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -122,6 +126,9 @@ def load(
     int8 = dtype == torch.int8
     if int8 and torch.device(device).type != "cpu":
         raise CheckpointError(f"int8 serving runs on the CPU, not on {device}; use bf16 on a GPU")
+    if int8 and (why := kernels.int8.int8_serving_reason()):
+        log.warning("int8 declined, serving float32: %s", why)
+        int8, dtype = False, torch.float32
     dtype = torch.float32 if int8 else dtype  # int8: quantized from float32 below
     model = DiffusionLM(cfg)
     try:

@@ -68,3 +68,12 @@ def tiny_train_argv(tmp_path: Path, tiny_tokenizer: Tokenizer) -> list[str]:
 @pytest.fixture(scope="session")
 def packaged_engine() -> Engine:
     return Engine.load()
+
+
+@pytest.fixture()
+def int8_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Int8 serving allowed whatever this CPU has: the int8 path's arithmetic is tested on every CPU (its GEMM
+    runs only on a range the CPU sums exactly), while ``--dtype int8`` declines where it would be slow."""
+    from edit_engine.kernels import int8
+
+    monkeypatch.setattr(int8, "int8_serving_reason", lambda: "")

@@ -156,7 +156,7 @@ def test_ar_engine_in_bf16(ar_checkpoint: Path, tiny_tokenizer: Tokenizer) -> No
     assert r.nfe == 12 and r.stop_reason == "length"
 
 
-def test_ar_engine_in_int8(ar_checkpoint: Path, tiny_tokenizer: Tokenizer) -> None:
+def test_ar_engine_in_int8(ar_checkpoint: Path, tiny_tokenizer: Tokenizer, int8_serving: None) -> None:
     """The baseline serves in int8 too (same network class), so both models can be compared in one dtype: the
     key/value-cached decoder runs on the int8 projections and head."""
     eng = Engine.load(ar_checkpoint, dtype="int8")

@@ -73,7 +73,7 @@ def test_engine_in_bf16(tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.slow
 @pytest.mark.parametrize(("dtype", "tol", "agree"), [("bf16", 0.05, 0.8), ("int8", 0.04, 0.85)])
 def test_packaged_model_in_a_serving_dtype_tracks_float32(monkeypatch: pytest.MonkeyPatch, dtype: str, tol: float,
-                                                          agree: float) -> None:
+                                                          agree: float, int8_serving: None) -> None:
     """The packaged weights are stored in bf16, so in bf16 only the activations round; int8 rounds the linear
     layers' weights and inputs too. Either way the first pass's logits stay close to float32's and pick the same
     token in nearly every slot (measured: bf16 0.7% of the largest logit and every slot; int8 1.9% and 15 of
@@ -128,3 +128,19 @@ def test_server_settings_check_the_dtype() -> None:
     s = Settings.resolve(build_parser().parse_args(["serve", "--dtype", "bf16"]), {})
     assert s.dtype == "bf16"
     assert Settings.resolve(None, {"EDIT_ENGINE_DTYPE": "bfloat16"}).dtype == "bfloat16"
+
+
+def test_int8_declines_on_a_cpu_without_an_int8_unit(tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """Without VNNI/AMX oneDNN emulates the int8 GEMM (slower than float32): ``--dtype int8`` serves float32 and
+    says why; with one it serves int8."""
+    from edit_engine.kernels import int8
+
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    monkeypatch.setattr(int8, "cpu_int8_units", lambda: ())
+    with caplog.at_level("WARNING", logger="edit_engine"):
+        eng = Engine.load(tiny_checkpoint, dtype="int8")
+    assert eng.dtype == "float32" and "int8 declined" in caplog.text and "VNNI" in caplog.text
+    monkeypatch.setattr(int8, "cpu_int8_units", lambda: ("avx512_vnni",))
+    if int8.weight_qmax():
+        assert Engine.load(tiny_checkpoint, dtype="int8").dtype == "int8"

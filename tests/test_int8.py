@@ -99,7 +99,7 @@ def test_quantized_model_tracks_float_and_stays_quantized(tiny_model: DiffusionL
 
 
 def test_engine_and_checkpoint_in_int8(tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch,
-                                       tmp_path: Path) -> None:
+                                       tmp_path: Path, int8_serving: None) -> None:
     monkeypatch.delenv(DTYPE_ENV, raising=False)
     eng = Engine.load(tiny_checkpoint, dtype="int8")
     assert eng.dtype == "int8" and eng.model.int8
@@ -133,17 +133,17 @@ def test_the_benchmark_prints_a_table_and_writes_json(tmp_path: Path, monkeypatc
 
 @pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"), reason="an x86 ISA cap")
 def test_without_vnni_the_weights_use_the_range_that_sums_exactly() -> None:
-    """oneDNN's int8 GEMM without VNNI saturates int16 pair sums: capped at AVX2, full-range weights gave errors
-    of 7-20% on this project's CPU. Under that cap the probe must find 64 and the layer must still take the GEMM
-    and equal its twin bit for bit, within quantization error of float32 (a real child process, since the ISA
+    """oneDNN's int8 GEMM without VNNI may saturate int16 pair sums: capped at AVX2, full-range weights gave
+    errors of 7-20% on an AVX-512 EPYC. Under that cap the probe must find a range that sums exactly and the
+    layer must still take the GEMM and equal its twin bit for bit, within quantization error of float32 (a real child process, since the ISA
     cap is read once at start-up)."""
     import os
     import subprocess
     import sys
 
     code = (
-        "import torch, kernels\n"
-        "from kernels.int8 import weight_qmax\n"
+        "import torch\nfrom edit_engine import kernels\n"
+        "from edit_engine.kernels.int8 import weight_qmax\n"
         "g = torch.Generator().manual_seed(1)\n"
         "x = torch.randn(8, 256, generator=g) * 3; w = torch.randn(512, 256, generator=g) * 0.05\n"
         "lin = kernels.Int8Linear(w)\n"
@@ -157,7 +157,9 @@ def test_without_vnni_the_weights_use_the_range_that_sums_exactly() -> None:
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr
     qmax, gemm, top, equal, err = out.stdout.split()
-    assert (qmax, gemm, equal) == ("64", "True", "True") and int(top) <= 64
+    # The probe finds the widest range this CPU sums exactly under the cap (64 where oneDNN saturates int16 pair
+    # sums; 127 where it widens first, as on some AVX2-only CPUs); the layer stays within it and equals its twin.
+    assert qmax in ("64", "127") and (gemm, equal) == ("True", "True") and int(top) <= int(qmax)
     assert float(err) < 0.05
 
 

@@ -59,6 +59,33 @@ def weight_qmax() -> int:
     return 0
 
 
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # /proc/cpuinfo names of the int8 dot-product units
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_int8_units() -> tuple[str, ...]:
+    """The int8 dot-product units this CPU reports (``VNNI_FLAGS`` found in /proc/cpuinfo's flags); () where it
+    has none or the file does not exist (not Linux, not x86)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return ()
+    return tuple(u for u in VNNI_FLAGS if u in flags)
+
+
+def int8_serving_reason() -> str:
+    """Why ``--dtype int8`` is declined on this CPU, or "" where it serves. Int8 serving is kept where it is
+    both exact (``weight_qmax`` > 0) and fast: only with an int8 dot-product unit (VNNI or AMX). Without one,
+    oneDNN emulates the int8 GEMM and a typing session ran about 4x slower than float32 on an AVX2-only EPYC."""
+    units = cpu_int8_units()
+    if not units:
+        return "this CPU has no int8 dot-product unit (AVX512-VNNI, AVX-VNNI or AMX), where int8 is slower than float32"
+    if weight_qmax() == 0:
+        return "this CPU's int8 GEMM sums no weight range exactly"
+    return ""
+
+
 def gemm_ok(qmax: int) -> bool:
     """Whether weights quantized to [-qmax, qmax] may go through this CPU's int8 GEMM (``weight_qmax``)."""
     return 0 < qmax <= weight_qmax()

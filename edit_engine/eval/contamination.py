@@ -1,12 +1,12 @@
 """Overlap between a training corpus and the evaluation programs: which corpus files share a long run of tokens
 with a HumanEval-infilling or SantaCoder-FIM (Python) program.
 
-    python scripts/contamination.py ROOT [ROOT ...] [--n 13] [--json out.json]
+    python -m edit_engine.eval.contamination ROOT [ROOT ...] [--n 13] [--data DIR] [--json out.json]
 
 A decontamination check, read-only: it reads the benchmarks only to report overlap, never to choose training
 data by score. Each benchmark program (prompt + canonical hole + suffix) and each corpus file is cut into
 words (punctuation and case ignored); a file is flagged when it shares an ``n``-token run with a program. Exits 1 when any
-file is flagged, so a corpus can be checked before training on it (scripts/algorithm_corpus.sh runs it).
+file is flagged, so a corpus can be checked before training on it (benchmarks/algorithm_corpus.sh runs it).
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from edit_engine.eval import benchmarks  # noqa: E402
-from edit_engine.train import corpus  # noqa: E402
+from edit_engine.eval import benchmarks
+from edit_engine.train import corpus
 
 TOKEN = re.compile(r"\w+")  # words only, as n-gram decontamination usually counts (GPT-3: 13 words)
 
 
 def tokens(text: str) -> list[str]:
+    """The words of ``text``, lower-cased (punctuation dropped)."""
     return TOKEN.findall(text.lower())
 
 
 def ngrams(toks: list[str], n: int) -> set[tuple[str, ...]]:
+    """Every run of ``n`` consecutive words."""
     return {tuple(toks[i : i + n]) for i in range(len(toks) - n + 1)}
 
 
@@ -48,6 +48,8 @@ def programs(data: str | None = None) -> dict[str, str]:
 
 
 def flagged(roots: list[Path], n: int, data: str | None = None) -> list[dict[str, object]]:
+    """The corpus files under ``roots`` that share an ``n``-word run with a benchmark program: the file, how many
+    runs it shares, the first program it shares one with, and one shared run."""
     index: dict[tuple[str, ...], str] = {}
     for tid, prog in programs(data).items():
         for g in ngrams(tokens(prog), n):
@@ -65,7 +67,8 @@ def flagged(roots: list[Path], n: int, data: str | None = None) -> list[dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m edit_engine.eval.contamination",
+                                 description=(__doc__ or "").splitlines()[0])
     ap.add_argument("roots", nargs="+", help="corpus roots (as edit-engine train --corpus/--extra-corpus)")
     ap.add_argument("--n", type=int, default=13, help="tokens in a shared run (default 13)")
     ap.add_argument("--data", default=None, help="benchmark folder (default ../shared/benchmarks)")

@@ -3,13 +3,13 @@ autoregressive decoding at exactly equal training compute.
 
 Every diffusion checkpoint of this project is also a causal language model on its prefix rows: training adds
 0.5 x next-token loss there (docs/training.md), and ``DiffusionLM.edit_context`` returns the appended tokens'
-hidden states. This script decodes each benchmark hole greedily from those states, one token per forward pass,
+hidden states. This module decodes each benchmark hole greedily from those states, one token per forward pass,
 until the first token that holds a newline or the end-of-text token. It sees the prefix only, never the suffix;
 the prefix-suffix-middle AR baseline (``edit-engine train --objective ar``) is the one that sees both. The fills
 are scored by the same harness as ``edit-engine eval`` (model fills, truncated to the hole's line).
 
-    python scripts/prefix_lm_eval.py --benchmark humaneval-single --limit 300 --json --out FILE.jsonl
-    python scripts/prefix_lm_eval.py --benchmark santacoder-fim --language python --limit 300 --json
+    python -m edit_engine.eval.prefix_lm --benchmark humaneval-single --limit 300 --json --out FILE.jsonl
+    python -m edit_engine.eval.prefix_lm --benchmark santacoder-fim --language python --limit 300 --json
 
 Prints the harness's table, or with --json its JSON object (last line), with ``"fill": "prefix-lm"``.
 """
@@ -21,19 +21,23 @@ import dataclasses
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
+from edit_engine.ar import next_token
+from edit_engine.eval.benchmarks import Task
+from edit_engine.eval.harness import Fill, Filler
 
-def prefix_lm_filler(engine: Any, max_tokens: int = 64, novel_penalty: float = 0.0) -> Any:
+if TYPE_CHECKING:
+    from edit_engine.engine import Engine
+
+
+def prefix_lm_filler(engine: Engine, max_tokens: int = 64, novel_penalty: float = 0.0) -> Filler:
     """A harness ``Filler``: greedy left-to-right decoding from the causal prefix rows (module doc)."""
-    from edit_engine.ar import next_token
-    from edit_engine.eval.harness import Fill
-
     model, tok = engine.model, engine.tokenizer
 
-    def fill(task: Any) -> Fill:
+    def fill(task: Task) -> Fill:
         t0 = time.perf_counter()
         p_ids, s_ids = engine._context(task.prefix, task.suffix)
         if not p_ids:
@@ -62,7 +66,8 @@ def prefix_lm_filler(engine: Any, max_tokens: int = 64, novel_penalty: float = 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m edit_engine.eval.prefix_lm",
+                                 description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--benchmark", default="humaneval-single")
     ap.add_argument("--language", default="python")
     ap.add_argument("--data", help="benchmark directory (default: ../shared/benchmarks)")
