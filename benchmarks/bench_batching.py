@@ -6,10 +6,12 @@ final pass. Modes:
   unbatched  the same scheduler with max_batch = 1 (requests run one at a time, in arrival order)
   threads    no scheduler: each client calls Engine.stream in its own thread (what a naive server does)
 
-Prompts are slices of this repository's Python source (prefix before a random point, suffix after it).
-Prints a table and writes JSON.
+Prompts are slices of the package's own Python source (prefix before a random line start, suffix after it).
+Prints a Markdown table (one row per mode and client count; progress on stderr); ``--json PATH`` also writes
+the rows and the run's settings there (nothing is written without it).
 
-    nice -n 19 python scripts/bench_batching.py --model runs/small/checkpoint --json bench.json
+    nice -n 19 python benchmarks/bench_batching.py --model runs/small/checkpoint --json bench.json
+    python benchmarks/bench_batching.py --model DIR --clients 1,2 --requests 2 --max-tokens 4   # a smoke run
 """
 
 from __future__ import annotations
@@ -26,15 +28,15 @@ from typing import Any
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import edit_engine
+from edit_engine.engine import Engine
+from edit_engine.serve.batching import JobSpec, Scheduler
 
-from edit_engine.engine import Engine  # noqa: E402
-from edit_engine.serve.batching import JobSpec, Scheduler  # noqa: E402
+SOURCE = Path(edit_engine.__file__).resolve().parent  # prompts are cut from the package's own source
 
 
 def prompts(n: int, prefix_chars: int, suffix_chars: int, seed: int) -> list[tuple[str, str]]:
-    files = sorted((ROOT / "edit_engine").rglob("*.py"))
+    files = sorted(SOURCE.rglob("*.py"))
     texts = [t for t in (f.read_text(encoding="utf-8") for f in files) if len(t) > prefix_chars + suffix_chars]
     rng = random.Random(seed)
     out = []
@@ -104,8 +106,8 @@ async def run_mode(engine: Engine, mode: str, clients: int, work: list[tuple[str
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--model", help="checkpoint directory (default: the packaged model)")
     ap.add_argument("--clients", default="1,4,16", help="comma-separated client counts")
     ap.add_argument("--modes", default="batched,unbatched,threads")
@@ -117,8 +119,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", default="bench_batching.json", help="where to write the results")
-    a = ap.parse_args()
+    ap.add_argument("--json", metavar="PATH", help="write the rows and settings here (default: nothing is written)")
+    a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     engine = Engine.load(a.model, device=a.device)
     rows = []
@@ -140,7 +142,9 @@ def main() -> int:
             "torch_threads": a.threads, "max_tokens": a.max_tokens, "prefix_chars": a.prefix_chars,
             "suffix_chars": a.suffix_chars, "machine": platform.machine(), "torch": torch.__version__,
             "command": " ".join(sys.argv)}
-    Path(a.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     return 0
 
 

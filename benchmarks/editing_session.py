@@ -4,12 +4,15 @@ Starts the real language server (``python -m edit_engine.lsp``) on stdio, opens 
 ``--snippet`` one character at a time. After each keystroke it sends the incremental ``didChange``, cancels
 the previous request if it is still running (``$/cancelRequest``, as editors do), and sends a
 ``textDocument/inlineCompletion`` request with ``streamPasses`` on. Per request it records the time to the
-first ``editEngine/pass`` and to the answer. Prints a table and writes JSON (``--out``).
+first ``editEngine/pass`` and to the answer. Prints a table; ``--json PATH`` also writes the summary and every
+request's record there (nothing is written without it).
 
 Typing is paced at ``--interval-ms`` per keystroke (a simulated typist; 0 = as fast as the client can send);
 ``--wait`` instead waits for each answer before the next keystroke (no cancellations: pure request latency).
 
-    nice -n 19 python scripts/editing_session.py --threads 1 --out runs/editing_session.json
+    OMP_NUM_THREADS=1 nice -n 19 python benchmarks/editing_session.py --threads 1 --json runs/editing_session.json
+    python benchmarks/editing_session.py --threads 1 --wait --max-tokens 32 --json runs/editing_session_wait.json
+    python benchmarks/editing_session.py --model DIR --snippet "x = 1" --wait --max-tokens 4   # a smoke run
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import BaseLanguageClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the server runs this checkout's package
 CONTEXT = '''"""Small helpers for reading configuration files."""
 
 import json
@@ -192,7 +195,7 @@ def table(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
     p.add_argument("--threads", type=int, default=1, help="torch threads in the server (0 = torch's choice)")
     p.add_argument("--interval-ms", type=float, default=100.0, help="time between keystrokes")
@@ -200,13 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, help="maxTokens setting for the server")
     p.add_argument("--snippet", help="text to type (\\n for newlines; default: a small function)")
     p.add_argument("--log-file", help="server log file")
-    p.add_argument("--out", help="write the JSON report here")
+    p.add_argument("--json", "--out", dest="json", metavar="PATH",
+                   help="write the JSON report here (--out: the same; default: nothing is written)")
     a = p.parse_args(argv)
     result = asyncio.run(session(a))
     print(table(result))
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 

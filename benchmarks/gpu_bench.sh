@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Issue 6's benchmark on one GPU for checkpoints trained earlier (a second device call, when training is done):
-# `edit-engine bench --device cuda` eager, then with the per-pass step compiled (Engine.compile), each with its
-# own hard stop. MODEL_GZ / AR_GZ: folders holding model.safetensors.gz, config.json and (for the diffusion
-# model) sampler.json, carried to the device compressed (the tool moves at most 64 MiB of working tree); the
-# packaged tokenizer is added there. Results: OUT_DIR/bench_gpu2.tgz (tables, JSON lines, progress, machine).
-# Usage: MODEL_GZ=.gpu2/diff_mid AR_GZ=.gpu2/ar_mid [KERNELS=auto|torch] scripts/gpu_bench.sh OUT_DIR
-# CPU check: DEVICE=cpu MODEL_GZ=... AR_GZ=... scripts/gpu_bench.sh /tmp/x (runs --quick).
+# The speed benchmark (`edit-engine bench`: diffusion against the autoregressive baseline) on one GPU, for
+# checkpoints trained earlier (e.g. by benchmarks/gpu_train.sh): eager, then with the per-pass step compiled
+# (Engine.compile), each with its own hard stop. MODEL_GZ / AR_GZ: folders holding model.safetensors.gz,
+# config.json and (for the diffusion model) sampler.json, copied to the GPU machine compressed; the packaged
+# tokenizer is added there. Results: OUT_DIR/bench_gpu2.tgz (tables, JSON lines, progress, machine).
+# Usage: MODEL_GZ=DIR/diff_mid AR_GZ=DIR/ar_mid [KERNELS=auto|torch] benchmarks/gpu_bench.sh OUT_DIR
+# CPU check: DEVICE=cpu MODEL_GZ=... AR_GZ=... benchmarks/gpu_bench.sh /tmp/x (runs --quick).
 set -u
-OUT_DIR=${1:?usage: scripts/gpu_bench.sh OUT_DIR}
+OUT_DIR=${1:?usage: benchmarks/gpu_bench.sh OUT_DIR}
 WORK=${WORK:-/tmp/edit-engine-bench}
 RES="$WORK/results"
 mkdir -p "$OUT_DIR" "$RES"

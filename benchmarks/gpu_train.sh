@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared GPU run (issue 9's GPU path): trains, side by side on one GPU for the same wall-clock time,
+# One prepared GPU training run: trains, side by side on one GPU for the same wall-clock time,
 #   diff_mid   the masked-diffusion infiller, preset "mid" (13 M parameters)
 #   ar_mid     the autoregressive baseline: the same network and data, prefix-suffix-middle, causal
 #   diff_small the diffusion infiller at the packaged CPU size, preset "small", warm-started from the packaged
@@ -8,31 +8,31 @@
 # machine's own Python (standard library + site-packages).
 #
 # Order: (1) a smoke run, 3 steps of each objective with the final validation and checkpoint save, stops the
-# script within a minute if anything in the CUDA path is broken, so a retry still fits in the device budget;
+# script within a minute if anything in the CUDA path is broken, so a retry still fits in the time left;
 # (2) the three runs, and beside them kernels.bench (every Triton kernel against its PyTorch twin on the GPU:
-# the max-difference column is the point, its timings are taken beside the training); (3) issue 6's benchmark
-# on the same GPU, diff_mid against ar_mid (same size), with the Triton kernels and, if that fails, the twins;
-# (4) everything packed into OUT_DIR/runs.tgz.part-* (gzip parts of 15 MB: the device tool brings back at most
-# 8 files, 16 MiB each, 64 MiB in all), the small text results first in the archive, then diff_small, diff_mid,
-# ar_mid. OUT_DIR/machine.txt is also left plain. Back here: cat runs.tgz.part-* | tar -xzf -
+# the max-difference column is the point, its timings are taken beside the training); (3) the speed benchmark
+# (`edit-engine bench`) on the same GPU, diff_mid against ar_mid (same size), with the Triton kernels and, if
+# that fails, the twins; (4) everything packed into OUT_DIR/runs.tgz.part-* (gzip parts of 15 MB, small enough
+# to copy back one by one), the small text results first in the archive, then diff_small, diff_mid, ar_mid.
+# OUT_DIR/machine.txt is also left plain. To unpack: cat runs.tgz.part-* | tar -xzf -
 #
-# Usage: scripts/gpu_train.sh OUT_DIR [MINUTES]; the device tool allows 10 minutes per command: 5 of training
-# and about 3 for the rest. DEVICE=cpu BATCH=4 PREFIX=64 SUFFIX=32 W=1 scripts/gpu_train.sh /tmp/x 0.2 checks
-# the script on a CPU.
+# Usage: benchmarks/gpu_train.sh OUT_DIR [MINUTES] (default 4.75 minutes of training, and about 3 for the rest:
+# the whole fits a 10-minute limit). A check of the script on a CPU:
+#   DEVICE=cpu BATCH=4 PREFIX=64 SUFFIX=32 W=1 benchmarks/gpu_train.sh /tmp/x 0.2
 set -u
-OUT_DIR=${1:?usage: scripts/gpu_train.sh OUT_DIR [MINUTES]}
+OUT_DIR=${1:?usage: benchmarks/gpu_train.sh OUT_DIR [MINUTES]}
 MIN=${2:-4.75}
-# Which runs (default all three, side by side). The packaged model is the GPU-trained diff_small line since
-# session 5; to continue it with the whole GPU: RUNS=diff_small W=12 scripts/gpu_train.sh OUT 7 (7 minutes of
-# training leave room for the smoke run, the final save and the packing inside the 600 s command limit)
+# Which runs (default all three, side by side). The packaged model is the GPU-trained diff_small line; to
+# continue it with the whole GPU: RUNS=diff_small W=12 benchmarks/gpu_train.sh OUT 7 (7 minutes of training
+# leave room for the smoke run, the final save and the packing inside a 600 s limit)
 RUNS=${RUNS:-diff_mid ar_mid diff_small}
 # COMPILE=1: every run (the smoke run too, so a failure shows in its first minute) with `train --compile`
 # (1.1-1.2x on one CPU thread; untested on a GPU so far, where Python overhead dominated the first run).
 CMP=(); [ -n "${COMPILE:-}" ] && CMP=(--compile)
 # HOLES=K: the diffusion runs train K holes per row sharing one prefix (train --holes-per-window K, window span
 # SPAN tokens, default 64); the AR run keeps one hole per row. Unset, `edit-engine train`'s default applies: 4
-# holes per row for diffusion since session 7 (HOLES=1 for one). On a GPU, where the first run supervised about
-# 3% of each row's tokens (768 + 256 context, ~33 canvas slots), this is where the next run's compute goes.
+# holes per row for diffusion (HOLES=1 for one). On a GPU, where the first run supervised about 3% of each row's
+# tokens (768 + 256 context, ~33 canvas slots), this is where the next run's compute goes.
 WIN=(); [ -n "${HOLES:-}" ] && WIN=(--holes-per-window "$HOLES" --window-span "${SPAN:-64}")
 # PRETRAIN=F: diff_mid (the run from scratch) trains the first F of its minutes on long spans of running text
 # (train --pretrain-share F, docs/training.md); diff_small is warm-started and has no pretraining phase.
@@ -42,7 +42,7 @@ PRE=(); [ -n "${PRETRAIN:-}" ] && PRE=(--pretrain-share "$PRETRAIN")
 COR=(); [ -n "${CORRUPT:-}" ] && COR=(--corrupt "$CORRUPT")
 # EXTRA=DIR: every run (the AR baseline too, so it sees the same data) also draws EXTRA_SHARE (default 0.1) of
 # its examples from the extra corpus of small functions at DIR (train --extra-corpus, docs/training.md). Build
-# it here with scripts/algorithm_corpus.sh runs/extra and carry runs/extra to the device (2.1 MB of source).
+# it with benchmarks/algorithm_corpus.sh runs/extra and copy runs/extra to the GPU machine (2.1 MB of source).
 EXT=(); [ -n "${EXTRA:-}" ] && EXT=(--extra-corpus "$EXTRA" --extra-share "${EXTRA_SHARE:-0.1}")
 if [ -n "${EXTRA:-}" ] && [ ! -d "$EXTRA" ]; then echo "EXTRA: no directory '$EXTRA'"; exit 2; fi
 for r in $RUNS; do
@@ -97,7 +97,7 @@ has diff_small && run diff_small --preset small --workers "${W:-4}" --init edit_
 wait
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv >> "$RES/machine.txt" 2>&1
 
-# (3) Issue 6's benchmark on this GPU (CPU check: --quick); its own hard stop so the packing below always runs.
+# (3) The speed benchmark on this GPU (CPU check: --quick); its own hard stop so the packing below always runs.
 BENCH=(--device cuda); [ "$DEVICE" = cpu ] && BENCH=(--device cpu --quick --threads 1)
 if [ -d "$WORK/diff_mid/checkpoint" ] && [ -d "$WORK/ar_mid/checkpoint" ]; then
   for kb in auto torch; do

@@ -11,8 +11,13 @@ Loopback only, bounded in time (--duration, then the requests in flight finish) 
 default it starts the server in this process (uvicorn in a thread) on an ephemeral port, so the memory figure
 covers server and clients; with --url it drives a running server and --pid names its process.
 
-    nice -n 19 python scripts/load_ws.py --model runs/small/checkpoint --clients 32 --duration 10
-    nice -n 19 python scripts/load_ws.py --tiny --clients 32 --duration 60     # random tiny model
+Prints a one-row table and the summary as JSON; ``--json PATH`` also writes the whole record there (the summary
+plus the memory samples and the first problems found). Nothing is written without ``--json``. Exits 1 when a
+request was lost, answered with an unexpected error, or broke the protocol.
+
+    OMP_NUM_THREADS=1 nice -n 19 python benchmarks/load_ws.py --clients 32 --duration 60 --json load_ws.json
+    OMP_NUM_THREADS=1 nice -n 19 python benchmarks/load_ws.py --tiny --clients 32 --duration 60   # random tiny model
+    python benchmarks/load_ws.py --model DIR --clients 2 --duration 2 --max-requests 4 --max-tokens 4   # a smoke run
 """
 
 from __future__ import annotations
@@ -29,12 +34,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from websockets.asyncio.client import connect
 
-from websockets.asyncio.client import connect  # noqa: E402
+import edit_engine
+from edit_engine import protocol as rpc
 
-from edit_engine import protocol as rpc  # noqa: E402
+SOURCE = Path(edit_engine.__file__).resolve().parent  # prompts are cut from the package's own source
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -47,7 +52,7 @@ def rss_mib(pid: int) -> float:
 
 
 def prompts(n: int, seed: int) -> list[tuple[str, str]]:
-    files = sorted((ROOT / "edit_engine").rglob("*.py"))
+    files = sorted(SOURCE.rglob("*.py"))
     texts = [f.read_text(encoding="utf-8") for f in files]
     texts = [t for t in texts if len(t) > 2000]
     rng = random.Random(seed)
@@ -213,8 +218,22 @@ def tiny_engine() -> Any:
     return Engine(DiffusionLM(PRESETS["tiny"]).eval(), tok)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def table(out: dict[str, Any]) -> str:
+    """The run as one row: answers by outcome, latency, throughput, batching and memory."""
+    by_kind = out["p50_p95_ms_by_kind"]["document"]
+    ok = out["ok_by_kind"]
+    head = ("| clients | wall s | sent | answered | ok (document + prefix/suffix) | cancelled | overloaded | errors "
+            "| lost | p50 / p95 ms | p50 / p95 ms documents | req/s | mean batch | RSS MiB after warm-up -> end |")
+    row = (f"| {out['clients']} | {out['duration_s']} | {out['sent']} | {out['answered']} | {out['ok']} "
+           f"({ok['document']} + {ok['prefix_suffix']}) | {out['cancelled_deliberately']} | {out['overloaded']} "
+           f"| {out['errors']} | {out['lost']} | {out['p50_ms']} / {out['p95_ms']} | {by_kind[0]} / {by_kind[1]} "
+           f"| {out['req_per_s']} | {out['server']['mean_batch']} | {out['rss_mib_after_warmup']} -> "
+           f"{out['rss_mib_end']} |")
+    return "\n".join([head, "|" + "---|" * (head.count("|") - 1), row])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--url", help="ws://127.0.0.1:PORT/v1/stream of a running server (default: start one here)")
     ap.add_argument("--pid", type=int, help="process id of the server given by --url (for the memory figure)")
     ap.add_argument("--model", help="checkpoint directory for the in-process server (default: packaged)")
@@ -231,8 +250,8 @@ def main() -> int:
     ap.add_argument("--max-batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", default="load_ws.json")
-    a = ap.parse_args()
+    ap.add_argument("--json", metavar="PATH", help="write the whole record here (default: nothing is written)")
+    a = ap.parse_args(argv)
     if a.url:
         host = urlparse(a.url).hostname or ""
         if host not in LOOPBACK:
@@ -252,7 +271,10 @@ def main() -> int:
             out = asyncio.run(drive(srv.ws_url, a, os.getpid()))
         out["engine_context_cache_mib"] = round(engine.contexts.nbytes / 2**20, 1)
     out["command"] = " ".join(sys.argv)
-    Path(a.json).write_text(json.dumps(out, indent=2))
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(out, indent=2) + "\n")
+    print(table(out))
     print(json.dumps({k: v for k, v in out.items() if k not in ("problems", "rss_samples")}, indent=2))
     for p in out["problems"]:
         print("problem:", p, file=sys.stderr)

@@ -1,7 +1,7 @@
 """Two runs of one benchmark compared task by task: the paired difference of edit similarity and what was solved.
 
     edit-engine eval --benchmark B ... --out A.jsonl ; edit-engine eval --benchmark B ... --out B.jsonl
-    python scripts/pair_runs.py A.jsonl B.jsonl [--json OUT]
+    python benchmarks/pair_runs.py A.jsonl B.jsonl [--json OUT]
 
 Prints one line and, with ``--json``, writes the same figures: tasks in both runs (matched by ``task_id``), the
 mean of B's edit similarity minus A's (0-100) with its standard error, how many tasks B fills closer and farther,
@@ -47,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("b", help="per-task JSONL of the run compared with it")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args(argv)
-    r = pair(load(args.a), load(args.b))
+    try:
+        r = pair(load(args.a), load(args.b))
+    except ValueError as e:
+        ap.error(str(e))
     print(f"n {r['n']}: edit sim B - A {r['edit_sim_diff']:+.2f} (SE {r['se']:.2f}); closer {r['closer']}, "
           f"farther {r['farther']}; solved {r['solved_a']} -> {r['solved_b']} (gained {r['gained']}, lost "
           f"{r['lost']}); identical fills {r['identical']}")

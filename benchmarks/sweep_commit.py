@@ -1,41 +1,46 @@
 """The commit policy's speed-quality curve, measured on held-out code (never on the benchmarks).
 
-    python scripts/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions|words|bodies] [--floors 1,4] [--spread R]
-                                   [--pad-thresholds 0.3,0.5] [--floor-ramp R] [--document [--no-repair]]
-                                   [--initial-canvas N]
-                                   [--json OUT]
+    python benchmarks/sweep_commit.py [--model DIR] [--n 200] [--holes lines|functions|words|bodies]
+                                      [--corpus DIR ... [--all-files]] [--floors 1,4] [--spread R]
+                                      [--pad-thresholds 0.3,0.5] [--floor-ramp R] [--document [--no-repair]]
+                                      [--initial-canvas N] [--json OUT]
+
+    python benchmarks/sweep_commit.py --model DIR --n 2 --floors 1 --json /tmp/s.json   # a smoke run
 
 ``--document`` fills each hole through the editor's path (``Engine.complete``: planner, post-processing, the
 parse check and its repair rounds, the cursor on an empty line of its own), as ``edit-engine eval --document``
 does on the benchmarks.
 
-Holes (``--holes words``: the rest of a line being typed, the cursor inside a word, ``word_holes``; ``--holes
-bodies``: a block's first line after its header, the cursor at the header's end, ``body_holes``): single
-lines (with their newline, as HumanEval single-line cuts them) from the corpus's validation split
-(``edit_engine.train.corpus``: files whose path hash puts them in ``val``; the training run never sees them), a
-fixed seed. For each commit policy (score x threshold) it fills every hole and reports exact match (the line
+Holes (``edit_engine.eval.holes``, a fixed seed): by default single lines, with their newline as HumanEval
+single-line cuts them (``holes``); ``--holes words``: the rest of a line being typed, the cursor inside a word
+(``word_holes``); ``--holes bodies``: a block's first line after its header, the cursor at the header's end
+(``body_holes``); ``--holes functions``: a body line of a short function with a docstring, that function alone
+as context (``function_holes``). They are cut from the training corpus's validation split (files whose path hash
+puts them in ``val``; the training run never sees them), or with ``--corpus DIR --all-files`` from every file of
+a root no checkpoint trained on.
+
+For each commit policy (score x threshold x floor) it fills every hole and reports exact match (the line
 exactly), line-prefix accuracy (how much of the true line the fill gets right from the start, in characters,
 indentation included), edit similarity (``harness.edit_similarity``: whitespace around the line stripped),
 forward passes per generated token, milliseconds per fill, the share of empty fills and the share of fills after
-which the whole file still parses (of the holes whose file parses as it is), and the share that parses with a fill
-holding code (not only a comment: a comment line parses anywhere, like an empty fill); and, at the default
-policy, the length rule's ``pad_threshold``. The default policy is chosen from this table
-(docs/experiments.md, "Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
+which the whole file still parses (of the holes whose file parses as it is), and the share that parses with a
+fill holding code (not only a comment: a comment line parses anywhere, like an empty fill); and, at the default
+policy, the length rule's ``pad_threshold``. The default policy is chosen from this table (docs/experiments.md,
+"Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
+
+Prints one table row per policy, then the whole result as one JSON line; ``--json OUT`` also writes it to OUT
+(per-hole edit similarities included, for paired comparisons of two checkpoints).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
-import random
-import re
 import statistics
 import sys
 import time
-import warnings
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 # (score, threshold, pad_threshold, min_commit): the commit policy (threshold, and the floor of slots committed
@@ -61,169 +66,8 @@ POLICIES: list[tuple[str, float, float, int]] = [
 ]
 
 
-def held_out_files(roots: list[str] | None = None, all_files: bool = False) -> list[Any]:
-    """The files holes are cut from: the validation split of ``roots`` (default: the training corpus's roots), or
-    with ``all_files`` every file under them (a root no checkpoint was trained on, e.g. ``algorithm_corpus.sh DIR
-    heldout``)."""
-    from pathlib import Path
-
-    from edit_engine.train import corpus
-
-    files = corpus.list_files([Path(r) for r in roots] if roots else None)
-    files = files if all_files else [f for f in files if f.split == "val"]
-    if not files:
-        raise SystemExit(f"sweep_commit.py: no {'files' if all_files else 'validation files'} under {roots}")
-    return files
-
-
-def _drawn_lines(seed: int, roots: list[str] | None, all_files: bool,
-                 whole: bool = False) -> Iterator[tuple[list[str], int, random.Random]]:
-    """Endless (lines of a file, index of a drawn line, the generator) draws: a non-blank, non-comment line of
-    8-80 characters past the fourth of a held-out file (``whole``: one that ends with its newline)."""
-    from edit_engine.train import corpus
-
-    files = held_out_files(roots, all_files)
-    rng = random.Random(seed)
-    while True:
-        text = corpus.read_text(rng.choice(files))
-        if not text:
-            continue
-        lines = text.splitlines(keepends=True)
-        cands = [i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")
-                 and 8 <= len(ln.strip()) <= 80 and i > 3 and (not whole or ln.endswith("\n"))]
-        if cands:
-            yield lines, rng.choice(cands), rng
-
-
-def holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[str] | None = None,
-          all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
-    """n (prefix, suffix, line, whole prefix, whole suffix) cuts: a non-blank line of a validation file, with its
-    newline. The model sees the first two (cut for speed; the engine keeps fewer tokens anyway); the parse check
-    rebuilds the whole file from the last two."""
-    out: list[tuple[str, str, str, str, str]] = []
-    for lines, i, _ in _drawn_lines(seed, roots, all_files):
-        if len(out) == n:
-            break
-        whole_pre, whole_suf = "".join(lines[:i]), "".join(lines[i + 1 :])
-        out.append((whole_pre[-max_prefix_chars:], whole_suf[:2000], lines[i], whole_pre, whole_suf))
-    return out
-
-
-def word_holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[str] | None = None,
-               all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
-    """n cuts shaped like typing: a held-out line (as ``holes`` draws them) cut inside a word of at least three
-    letters or digits, after its first one to all but its last; the hole is the rest of that line (without its
-    newline) and the document does not hold it yet, as when the user is typing the line. The same tuple as
-    ``holes``; the suffix starts with the line's newline."""
-    out: list[tuple[str, str, str, str, str]] = []
-    for lines, i, rng in _drawn_lines(seed, roots, all_files, whole=True):
-        if len(out) == n:
-            break
-        line = lines[i][:-1]
-        cuts = [m.start() + k for m in re.finditer(r"[^\W_]{3,}", line) for k in range(1, len(m.group()) - 1)]
-        if not cuts:
-            continue
-        k = rng.choice(cuts)
-        whole_pre, whole_suf = "".join(lines[:i]) + line[:k], "\n" + "".join(lines[i + 1 :])
-        out.append((whole_pre[-max_prefix_chars:], whole_suf[:2000], line[k:], whole_pre, whole_suf))
-    return out
-
-
-def body_holes(n: int, seed: int = 0, max_prefix_chars: int = 4000, roots: list[str] | None = None,
-               all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
-    """n cuts shaped like a block body asked for: a held-out line (as ``holes`` draws them) that starts the
-    block of the header line just before it; the cursor ends the header (``def f(x):|``), the hole is a line
-    break and the body's first line, and the suffix starts with the line break after it. The same tuple as
-    ``holes``."""
-    out: list[tuple[str, str, str, str, str]] = []
-    for lines, i, _ in _drawn_lines(seed, roots, all_files, whole=True):
-        if len(out) == n:
-            break
-        head, line = lines[i - 1], lines[i]
-        if not head.rstrip().endswith(":") or head.lstrip().startswith("#"):
-            continue
-        if len(line) - len(line.lstrip()) <= len(head) - len(head.lstrip()):
-            continue
-        whole_pre, whole_suf = "".join(lines[:i])[:-1], "\n" + "".join(lines[i + 1 :])
-        out.append((whole_pre[-max_prefix_chars:], whole_suf[:2000], "\n" + line[:-1], whole_pre, whole_suf))
-    return out
-
-
-def function_holes(n: int, seed: int = 0, roots: list[str] | None = None,
-                   all_files: bool = False) -> list[tuple[str, str, str, str, str]]:
-    """n cuts shaped like HumanEval single-line's, from held-out code: a standalone function of 5-25 lines with a
-    docstring (a method is dedented to the top level), one body line after the docstring as the hole, and only
-    that function as the context. Same tuple as ``holes`` (the function is the whole file). No cut is drawn
-    twice; fewer than n come back when the files hold fewer."""
-    import textwrap
-
-    from edit_engine.train import corpus
-
-    files = held_out_files(roots, all_files)
-    rng = random.Random(seed)
-    out: list[tuple[str, str, str, str, str]] = []
-    seen: set[tuple[str, int, int]] = set()
-    tries = 0
-    while len(out) < n and tries < 200 * n:
-        tries += 1
-        cf = rng.choice(files)
-        text = corpus.read_text(cf)
-        if not text or len(text) > 300_000:
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                tree = ast.parse(text)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                continue
-        lines = text.splitlines(keepends=True)
-        funcs = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and f.end_lineno is not None and 5 <= f.end_lineno - f.lineno + 1 <= 25
-                 and ast.get_docstring(f) is not None and len(f.body) >= 2 and not f.decorator_list]
-        if not funcs:
-            continue
-        f = rng.choice(funcs)
-        src = textwrap.dedent("".join(lines[f.lineno - 1 : f.end_lineno]))
-        if not parses(src):
-            continue
-        body_from = f.body[1].lineno - f.lineno  # the first statement after the docstring, relative
-        flines = src.splitlines(keepends=True)
-        cands = [i for i in range(body_from, len(flines)) if flines[i].strip()
-                 and not flines[i].lstrip().startswith("#") and 4 <= len(flines[i].strip()) <= 80]
-        if not cands:
-            continue
-        i = rng.choice(cands)
-        if (str(cf.path), f.lineno, i) in seen:
-            continue
-        seen.add((str(cf.path), f.lineno, i))
-        pre, suf = "".join(flines[:i]), "".join(flines[i + 1 :])
-        line = flines[i] if flines[i].endswith("\n") else flines[i] + "\n"
-        out.append((pre, suf, line, pre, suf))
-    return out
-
-
-def parses(text: str) -> bool:
-    """Whether Python's own parser accepts ``text`` (the interpreter's grammar)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # invalid escape sequences and the like: warnings, not errors
-        try:
-            ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return False
-    return True
-
-
-def prefix_match(a: str, b: str) -> float:
-    k = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        k += 1
-    return k / max(1, len(b))
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--model", help="checkpoint directory (default: the packaged model)")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -239,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="cut the holes from these source roots' validation files (default: the training corpus)")
     ap.add_argument("--all-files", action="store_true",
                     help="with --corpus: every file under the roots, not only the validation split (a root no "
-                    "checkpoint trained on, e.g. scripts/algorithm_corpus.sh DIR heldout)")
+                    "checkpoint trained on, e.g. benchmarks/algorithm_corpus.sh DIR heldout)")
     ap.add_argument("--initial-canvas", type=int, default=16, help="canvas slots to start with (grows when full)")
     ap.add_argument("--spread", type=int, default=0, metavar="R",
                     help="every row with the spread floor of radius R (SamplerConfig.spread; 0 = off)")
@@ -281,10 +125,27 @@ def main(argv: list[str] | None = None) -> int:
     from edit_engine import Engine
     from edit_engine.eval.benchmarks import Task
     from edit_engine.eval.harness import document_filler, edit_similarity, has_code
+    from edit_engine.eval.holes import (
+        Cut,
+        NoHeldOutFiles,
+        body_holes,
+        function_holes,
+        holes,
+        parses,
+        prefix_match,
+        word_holes,
+    )
 
+    cutters: dict[str, Callable[..., list[Cut]]] = {"lines": holes, "functions": function_holes,
+                                                    "words": word_holes, "bodies": body_holes}
+    make = cutters[a.holes]
+    try:
+        cases = make(a.n, roots=a.corpus, all_files=a.all_files)
+    except NoHeldOutFiles as e:
+        ap.error(str(e))
+    if not cases:
+        ap.error("no holes could be cut from these files")
     eng = Engine.load(a.model, threads=a.threads)
-    make = {"lines": holes, "functions": function_holes, "words": word_holes, "bodies": body_holes}[a.holes]
-    cases = make(a.n, roots=a.corpus, all_files=a.all_files)
     words = a.holes == "words"  # the rest of a line being typed: no newline in the hole
     bodies = a.holes == "bodies"  # a line break and a block's first line, after its header
     eng.infill(cases[0][0], cases[0][1])  # warm-up

@@ -255,7 +255,7 @@ def _runner(name: str, engine: Engine, ar_engine: Engine | None, prefix: str, su
             return eng.infill(prefix, suffix, max_tokens=span, initial_canvas=span, min_tokens=span).nfe
 
         return run_engine
-    p_ids, s_ids = engine._context(prefix, suffix)  # the same ids the engine path uses
+    p_ids, s_ids = engine.context_ids(prefix, suffix)  # the same ids the engine path uses
 
     def count(steps: Iterator[Step]) -> int:
         last = deque(steps, maxlen=1)[0]
@@ -326,7 +326,7 @@ def run_bench(engine: Engine, ar_engine: Engine | None, spec: BenchSpec,
                      f"{spec.slow_from_context}+ tokens on the CPU (one full forward pass per token)")
     ctx_actual = {}
     for c, s, pre, suf in cells:
-        p_ids, s_ids = plain._context(pre, suf)
+        p_ids, s_ids = plain.context_ids(pre, suf)
         ctx_actual[(c, s)] = len(p_ids) + len(s_ids)
     dev = model.device
 
@@ -451,7 +451,7 @@ def _keystroke(engine: Engine, spec: BenchSpec, texts: list[str]) -> dict[str, A
                     kinds[c.kind] = kinds.get(c.kind, 0) + 1
     identical = sum(fills[("cached", j)] == fills[("uncached", j)] and len(fills[("cached", j)]) == 1
                     for j in range(1, len(line) + 1))
-    p_ids, s_ids = cached._context(before + indent + line, after)
+    p_ids, s_ids = cached.context_ids(before + indent + line, after)
     st = cached.contexts.stats
     return {
         "line": line, "keystrokes": len(line), "context_tokens": len(p_ids) + len(s_ids),

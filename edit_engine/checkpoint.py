@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from . import kernels
+from .dtypes import DTYPE_ENV, DTYPES, parse_dtype, serving_dtype  # noqa: F401  (re-exported)
+from .interfaces import Checkpoint, CheckpointError  # noqa: F401  (re-exported)
 from .model import DiffusionLM, ModelConfig
 from .tokenizer import Tokenizer
 
@@ -31,44 +31,6 @@ log = logging.getLogger("edit_engine")
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "models" / "default"
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
-
-
-# The names a serving dtype may be given by (the CLI's --dtype, EDIT_ENGINE_DTYPE, EDIT_ENGINE_HF_DTYPE).
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                                  "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
-                                  "int8": torch.int8}
-DTYPE_ENV = "EDIT_ENGINE_DTYPE"
-
-
-def parse_dtype(name: str, where: str = "dtype") -> torch.dtype:
-    """A serving dtype by name (``DTYPES``, any case); ``where`` names the setting in the error."""
-    key = name.strip().lower()
-    if key not in DTYPES:
-        raise ValueError(f"{where}={name!r}; expected one of {', '.join(DTYPES)}")
-    return DTYPES[key]
-
-
-def serving_dtype(dtype: torch.dtype | str | None, default: torch.dtype = torch.float32) -> torch.dtype:
-    """The dtype to serve in: the one asked for (a dtype or its name), else ``EDIT_ENGINE_DTYPE``, else
-    ``default`` (the checkpoint family's: float32 for ours; ``hf.loader.serving_dtype`` for open models)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype is not None:
-        return parse_dtype(dtype)
-    env = os.environ.get(DTYPE_ENV, "")
-    return parse_dtype(env, DTYPE_ENV) if env.strip() else default
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint directory that cannot be used; the message says why."""
-
-
-@dataclass
-class Checkpoint:
-    model: DiffusionLM
-    tokenizer: Tokenizer
-    path: Path
-    record: dict[str, Any]
 
 
 def save(

@@ -158,6 +158,8 @@ class ContextCache:
 
 
 class DiffusionLM(nn.Module):
+    exact_context_cache = True  # context K/V never depend on the canvas (module doc)
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg

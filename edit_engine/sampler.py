@@ -59,6 +59,7 @@ sampler must produce exactly the same tokens (tested).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -70,6 +71,7 @@ import torch
 
 from edit_engine import kernels
 
+from .interfaces import CanvasModel
 from .model import CANVAS, PREFIX, SUFFIX, ContextCache, DiffusionLM
 
 SCORES = kernels.commit.SCORES
@@ -350,8 +352,140 @@ def grow_budget(budget: torch.Tensor, new: int, cfg: SamplerConfig) -> torch.Ten
     return torch.cat([budget, fresh], 1)
 
 
+class DenoiseState:
+    """One denoising run's state (batch ``B``, usually 1): canvas, masks, the length rule's ban, the remask
+    budget and the pass counters. The one state machine behind every sampler that shares a forward pass: the
+    library's ``denoise`` steps one run; the server's batching scheduler steps many runs on the rows of one
+    forward pass. Per pass: ``step`` (or ``step_hidden``) on the run's logits, then ``advance`` with the host
+    values of ``stats`` (read for many runs at once), which says whether the run stopped and grows a full canvas.
+
+    ``init`` (C,) starts from a partly decided canvas (repair, rewrite): slots holding the mask id are denoised,
+    the others are kept; it keeps its own length and takes ``min_commit`` from its first pass. ``first`` (V,)
+    bool: the only tokens slot 0 may take (``commit_pass``). ``bias`` (V,) float: added to every slot's logits in
+    every pass (module doc, "Novel names"). ``line_end`` (V,) bool: the token ids that hold a newline
+    (``newline_tokens``); required by ``cfg.line_stop``.
+    """
+
+    def __init__(self, cfg: SamplerConfig, pad_id: int, mask_id: int, device: torch.device | str = "cpu",
+                 batch: int = 1, init: torch.Tensor | None = None, seed: int = 0, capacity: int | None = None,
+                 line_end: torch.Tensor | None = None, first: torch.Tensor | None = None,
+                 bias: torch.Tensor | None = None) -> None:
+        if cfg.line_stop and line_end is None:
+            raise ValueError("line_stop needs line_end (sampler.newline_tokens)")
+        self.cfg, self.pad_id, self.mask_id = cfg, pad_id, mask_id
+        self.line_end = line_end.to(device) if line_end is not None else None
+        self.first, self.bias = first, bias
+        self.gen = torch.Generator(device=device).manual_seed(seed) if cfg.temperature > 0 else None
+        if init is not None:
+            self.canvas = init.to(device, torch.long).reshape(1, -1).expand(batch, -1).clone()  # (B, C)
+            if capacity is not None and self.size > capacity:
+                raise ValueError(f"init canvas of {self.size} slots exceeds the cache capacity {capacity}")
+        else:
+            size = min(cfg.initial_canvas, cfg.max_tokens)
+            self.canvas = torch.full((batch, size), mask_id, dtype=torch.long, device=device)
+        self.masked = self.canvas == mask_id  # (B, C)
+        self.use_length = cfg.pad_threshold > 0 and init is None  # repair / rewrite canvases keep their length
+        self.ramp = init is None  # the floor ramp (cfg.floor_at) is for a fresh canvas
+        self.length_ban = torch.zeros_like(self.masked)  # (B, C): pads forbidden here by the length rule
+        self.budget = remask_budget(self.masked, cfg)  # (B, C) remasks left per slot, or None
+        self.open_from: int | None = 0 if self.use_length else None  # slots from here await the length rule
+        self.nfe = 0  # forward passes so far
+        self.index = 0  # the next pass's index
+
+    @property
+    def size(self) -> int:
+        return int(self.canvas.shape[1])
+
+    def settled(self) -> Step | None:
+        """The final Step when the run starts with nothing masked (an ``init`` canvas fully decided), else None.
+        One host read."""
+        if bool(self.masked.any()):
+            return None
+        has_pad = bool((self.canvas == self.pad_id).any())
+        return Step(0, self.canvas[0].clone(), 0, 0, True, "complete" if has_pad else "length")
+
+    @property
+    def floor(self) -> int:
+        """This pass's floor: the ramp over a fresh canvas, else ``min_commit``."""
+        return self.cfg.floor_at(self.nfe) if self.ramp else self.cfg.min_commit
+
+    def wants_logits(self, model: object) -> bool:
+        """Whether the next pass needs the canvas logits; False where ``step_hidden`` may take the hidden states
+        instead (greedy, no remasking, no slot-0 table, a float ``DiffusionLM`` with a tied head, no length
+        decision pending)."""
+        return not (self.open_from is None and self.cfg.temperature <= 0 and self.budget is None
+                    and self.first is None and isinstance(model, DiffusionLM) and not model.int8)
+
+    def step(self, logits: torch.Tensor) -> None:
+        """One pass's decision from this run's canvas logits (B, C, V): the length rule on freshly opened slots,
+        then ``commit_pass``. In place; no host read."""
+        logits = kernels.head.add_logit_bias(logits, self.bias)
+        if self.open_from is not None:
+            decide_length(logits, self.canvas, self.masked, self.length_ban, self.open_from, self.cfg,
+                          self.pad_id, self.mask_id)
+            self.open_from = None
+        commit_pass(logits, self.canvas, self.masked, self.cfg, self.pad_id, self.mask_id, self.gen,
+                    self.length_ban, self.budget, self.floor, self.first)
+        self.nfe += 1
+
+    def step_hidden(self, h: torch.Tensor, head_weight: torch.Tensor) -> None:
+        """The same decision from the canvas hidden states (B, C, D) and the tied head's weight (V, D), where
+        ``wants_logits`` is False: (token, score) straight from the hidden states; on GPUs with a large
+        vocabulary the fused kernel never writes the canvas logits (kernels/head.py)."""
+        cfg = self.cfg
+        ban = _pad_banned(self.canvas, self.masked, self.pad_id, cfg, self.length_ban)
+        with torch.no_grad():  # the head's weight is a parameter: no graph, and the Triton path on a GPU
+            idx, sc = kernels.head_token_stats(h, head_weight, cfg.score, self.mask_id, self.pad_id, ban, self.bias)
+        kernels.commit_from_stats(idx, sc, self.canvas, self.masked, cfg.threshold, self.floor, cfg.max_commit,
+                                  cfg.spread)
+        if cfg.pad_rules:
+            _propagate_pads(self.canvas, self.masked, self.pad_id)
+        self.nfe += 1
+
+    def stats(self) -> torch.Tensor:
+        """(3,) long, on the device: masked slots, whether a pad is committed, whether the first line is decided
+        (0 without the line stop). Stack many runs' and read them in one host read for ``advance``."""
+        zero = torch.zeros((), dtype=torch.long, device=self.canvas.device)
+        line = line_decided(self.canvas, self.masked, self.line_end)[0] if self.cfg.line_stop and \
+            self.line_end is not None else zero
+        return torch.stack([self.masked.sum(), (self.canvas == self.pad_id).any().long(), line])
+
+    def advance(self, n_masked: int, has_pad: int, line_done: int) -> Step:
+        """After a pass, from the host values of ``stats``: the pass's Step (``final`` with its stop reason:
+        ``line``, ``complete`` or ``length``); when not final, the next pass's index, and a canvas whose every
+        slot holds a real token grows (doubling up to ``max_tokens``) with its new slots open to the length rule.
+        """
+        cfg = self.cfg
+        stop = ""
+        if line_done:
+            stop = "line"
+        elif n_masked == 0:
+            if has_pad:
+                stop = "complete"
+            elif self.size >= cfg.max_tokens:
+                stop = "length"
+        # Undecided slots: masked ones plus those the canvas may still grow into (rises only by remasking).
+        undecided = 0 if stop else n_masked + max(0, cfg.max_tokens - self.size)
+        step = Step(self.index, self.canvas[0].clone(), undecided, self.nfe, bool(stop), stop)
+        if stop:
+            return step
+        self.index += 1
+        if n_masked == 0:  # every slot holds a real token: grow the canvas
+            new = _grown(self.size, cfg)
+            if new <= self.size:  # an init canvas already at max_tokens: nothing left to decide
+                return dataclasses.replace(step, final=True, masked=0)
+            size = self.size
+            self.canvas, self.masked, self.length_ban = grow_canvas(self.canvas, self.masked, self.length_ban,
+                                                                    new, self.mask_id)
+            if self.budget is not None:
+                self.budget = grow_budget(self.budget, new, cfg)
+            if self.use_length:
+                self.open_from = size
+        return step
+
+
 def denoise(
-    model: DiffusionLM,
+    model: CanvasModel,
     cache: ContextCache,
     cfg: SamplerConfig,
     pad_id: int,
@@ -365,92 +499,28 @@ def denoise(
 ) -> Iterator[Step]:
     """The fast sampler: yields a Step after every pass; the last has ``final=True``.
 
-    ``cache`` must have room for ``cfg.max_tokens`` canvas slots. ``init`` (C,) starts from a partly decided
-    canvas (repair, rewrite): slots holding the mask id are denoised, the others are kept. Closing the
-    generator or ``should_stop()`` returning True stops the work before the next pass. ``line_end`` (V,) bool:
-    the token ids that hold a newline (``newline_tokens``); required by ``cfg.line_stop``. ``first`` (V,) bool:
-    the only tokens slot 0 may take (``commit_pass``). ``bias`` (V,) float: added to every slot's logits in every
-    pass (module doc, "Novel names").
+    ``cache`` must have room for ``cfg.max_tokens`` canvas slots. Closing the generator or ``should_stop()``
+    returning True stops the work before the next pass. ``init``, ``line_end``, ``first``, ``bias``: as
+    ``DenoiseState`` takes them.
     """
-    dev = model.device
-    if cfg.line_stop and line_end is None:
-        raise ValueError("line_stop needs line_end (sampler.newline_tokens)")
-    gen = torch.Generator(device=dev).manual_seed(seed) if cfg.temperature > 0 else None
-    if init is not None:
-        canvas = init.to(dev, torch.long).reshape(1, -1).expand(cache.batch, -1).clone()
-        size = canvas.shape[1]
-        if size > cache.capacity:
-            raise ValueError(f"init canvas of {size} slots exceeds the cache capacity {cache.capacity}")
-    else:
-        size = min(cfg.initial_canvas, cfg.max_tokens)
-        canvas = torch.full((cache.batch, size), mask_id, dtype=torch.long, device=dev)
-    masked = canvas == mask_id
-    if not bool(masked.any()):
-        n_pad = bool((canvas == pad_id).any())
-        yield Step(0, canvas[0].clone(), 0, 0, True, "complete" if n_pad else "length")
+    st = DenoiseState(cfg, pad_id, mask_id, model.device, cache.batch, init, seed, cache.capacity, line_end,
+                      first, bias)
+    done = st.settled()
+    if done is not None:
+        yield done
         return
-    use_length = cfg.pad_threshold > 0 and init is None  # repair / rewrite canvases keep their own length
-    ramp = init is None  # the floor ramp (cfg.floor_at) is for a fresh canvas
-    length_ban = torch.zeros_like(masked)
-    budget = remask_budget(masked, cfg)
-    open_from: int | None = 0 if use_length else None  # slots from here await the length decision
-    nfe = 0
-    index = 0
     while True:
         if should_stop is not None and should_stop():
             return
-        floor = cfg.floor_at(nfe) if ramp else cfg.min_commit
-        if open_from is not None:
-            # (B, C, V): the length pass needs pad probabilities
-            logits = kernels.head.add_logit_bias(model.canvas_logits(canvas, cache), bias)
-            decide_length(logits, canvas, masked, length_ban, open_from, cfg, pad_id, mask_id)
-            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor, first)
-            open_from = None
-        elif (cfg.temperature <= 0 and budget is None and first is None and isinstance(model, DiffusionLM)
-              and not model.int8):
-            # Greedy with a tied head: (token, score) straight from the hidden states; on GPUs with a large
-            # vocabulary the fused kernel never writes the canvas logits (kernels/head.py).
-            h = model.canvas_hidden(canvas, cache)  # (B, C, D)
-            ban = _pad_banned(canvas, masked, pad_id, cfg, length_ban)
-            with torch.no_grad():  # the head's weight is a parameter: no graph, and the Triton path on a GPU
-                idx, sc = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, ban, bias)
-            kernels.commit_from_stats(idx, sc, canvas, masked, cfg.threshold, floor, cfg.max_commit, cfg.spread)
-            if cfg.pad_rules:
-                _propagate_pads(canvas, masked, pad_id)
+        if st.wants_logits(model):
+            st.step(model.canvas_logits(st.canvas, cache))  # (B, C, V)
         else:
-            logits = kernels.head.add_logit_bias(model.canvas_logits(canvas, cache), bias)  # (B, C, V)
-            commit_pass(logits, canvas, masked, cfg, pad_id, mask_id, gen, length_ban, budget, floor, first)
-        nfe += 1
-        if cfg.line_stop:
-            assert line_end is not None
-            n_masked, line_done = torch.stack([masked.sum(), line_decided(canvas, masked, line_end)[0]]).tolist()
-        else:
-            n_masked, line_done = int(masked.sum()), 0  # the one host read per pass
-        stop = ""
-        if line_done:
-            stop = "line"
-        elif n_masked == 0:
-            has_pad = bool((canvas == pad_id).any())
-            if has_pad:
-                stop = "complete"
-            elif size >= cfg.max_tokens:
-                stop = "length"
-        # Undecided slots: masked ones plus those the canvas may still grow into (rises only by remasking).
-        undecided = 0 if stop else n_masked + max(0, cfg.max_tokens - size)
-        yield Step(index, canvas[0].clone(), undecided, nfe, bool(stop), stop)
-        if stop:
+            assert isinstance(model, DiffusionLM)  # wants_logits: only ours takes (token, score) from hidden states
+            st.step_hidden(model.canvas_hidden(st.canvas, cache), model.embed.weight)  # (B, C, D)
+        step = st.advance(*st.stats().tolist())  # the one host read per pass
+        yield step
+        if step.final:
             return
-        index += 1
-        if n_masked == 0:  # every slot holds a real token: grow the canvas
-            new = _grown(size, cfg)
-            if new <= size:  # init canvas already at max_tokens
-                return
-            canvas, masked, length_ban = grow_canvas(canvas, masked, length_ban, new, mask_id)
-            if budget is not None:
-                budget = grow_budget(budget, new, cfg)
-            if use_length:
-                open_from = size
-            size = new
 
 
 def reference_denoise(

@@ -137,7 +137,7 @@ def test_engine_dispatches_on_the_objective(ar_checkpoint: Path, tiny_tokenizer:
     prefix, suffix = tiny_tokenizer.decode(p), tiny_tokenizer.decode(s)
     r = eng.infill(prefix, suffix, max_tokens=40)
     assert r.stop_reason in ("complete", "length", "line") and r.nfe >= 1 and r.passes == r.nfe
-    p_ids, s_ids = eng._context(prefix, suffix)
+    p_ids, s_ids = eng.context_ids(prefix, suffix)
     want = ar.reference_generate(eng.model, tiny_tokenizer, p_ids, s_ids, 40, min_tokens=1)
     assert r.text == tiny_tokenizer.decode(want)
     passes = list(eng.stream(prefix, suffix, max_tokens=40))
@@ -180,11 +180,11 @@ def test_ar_takes_the_novel_name_penalty(ar_checkpoint: Path, tiny_tokenizer: To
     assert got == want and plain[0] not in want and want != plain
     prefix, suffix = tiny_tokenizer.decode(p), tiny_tokenizer.decode(s)
     cfg = eng.sampler_for({"novel_penalty": 3.0})
-    b = eng.novelty_bias(*eng._context(prefix, suffix), "python", cfg)
+    b = eng.novelty_bias(*eng.context_ids(prefix, suffix), "python", cfg)
     assert b is not None and bool((b < 0).any())
     r = eng.infill(prefix, suffix, max_tokens=12, min_tokens=12, novel_penalty=3.0)
     assert r.text == tiny_tokenizer.decode(
-        ar.reference_generate(eng.model, tiny_tokenizer, *eng._context(prefix, suffix), 12, min_tokens=12, bias=b))
+        ar.reference_generate(eng.model, tiny_tokenizer, *eng.context_ids(prefix, suffix), 12, min_tokens=12, bias=b))
 
 
 def test_ar_engine_cache_and_complete(ar_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:

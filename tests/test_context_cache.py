@@ -189,10 +189,10 @@ def test_editing_before_the_cursor_invalidates_from_the_edit(engines: tuple[Engi
     cached, plain = engines
     tok = cached.tokenizer
     doc, cur = SOURCE[:500], 400
-    assert len(cached._context(doc[:cur], "")[0]) < cached.model.cfg.max_prefix  # no trimming in this test
+    assert len(cached.context_ids(doc[:cur], "")[0]) < cached.model.cfg.max_prefix  # no trimming in this test
     cached.infill(doc[:cur], doc[cur:], uri="u", max_tokens=8)
     edited = doc[:100] + "zzz" + doc[100:]
-    p_ids, s_ids = cached._context(edited[: cur + 3], edited[cur + 3 :])
+    p_ids, s_ids = cached.context_ids(edited[: cur + 3], edited[cur + 3 :])
     before = cached.contexts.stats.tokens_reused
     a = cached.infill(edited[: cur + 3], edited[cur + 3 :], uri="u", max_tokens=8)
     b = plain.infill(edited[: cur + 3], edited[cur + 3 :], max_tokens=8)

@@ -81,7 +81,7 @@ def test_packaged_model_in_a_serving_dtype_tracks_float32(monkeypatch: pytest.Mo
     monkeypatch.delenv(DTYPE_ENV, raising=False)
     e32, other = Engine.load(), Engine.load(dtype=dtype)
     tok = e32.tokenizer
-    p, s = e32._context(PREFIX, SUFFIX)
+    p, s = e32.context_ids(PREFIX, SUFFIX)
     canvas = torch.full((1, 16), tok.mask_id)
     out = []
     for e in (e32, other):

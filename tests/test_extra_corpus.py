@@ -1,13 +1,13 @@
 """The extra corpus (``edit-engine train --extra-corpus DIR --extra-share F``): its files take exactly F of the
-sampling weight, it is never validated on, the run records it; and ``scripts/contamination.py`` flags a corpus
-file that shares a long run of words with a benchmark program."""
+sampling weight, it is never validated on, the run records it; ``edit_engine.eval.contamination`` flags a corpus
+file that shares a long run of words with a benchmark program; ``benchmarks/algorithm_corpus.sh`` builds it."""
 
 from __future__ import annotations
 
 import gzip
 import inspect
 import json
-import sys
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -16,12 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edit_engine.cli import main
+from edit_engine.eval import contamination
 from edit_engine.train import corpus
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import candidate_table  # noqa: E402
-import contamination  # noqa: E402
 
 
 def _file(name: str, size: int, group: str, extra: bool) -> corpus.CorpusFile:
@@ -118,94 +114,10 @@ def test_contamination_flags_a_copied_program_and_not_an_idiom(tmp_path: Path) -
     assert contamination.main([str(root), "--data", str(data)]) == 0
 
 
-def test_candidate_table_reads_each_measure_and_marks_missing_ones(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    a, b = tmp_path / "packaged", tmp_path / "cand"
-    for d, ce, p in ((a, 2.5, 0.01), (b, 2.3, 0.02)):
-        d.mkdir()
-        (d / "context_gap.json").write_text(json.dumps({"val_masked_ce": ce, "context_gap": 0.6}) + "\n")
-        (d / "humaneval-single-bare.json").write_text("progress\n" + json.dumps({"pass_at_1": p, "edit_sim": 0.3}))
-    (b / "heldout_lines_document.json").write_text(json.dumps({"rows": [{"exact_match": 0.05}]}, indent=2))
-    assert candidate_table.main([str(a), str(b), "--json", str(tmp_path / "t.json")]) == 0
-    out = capsys.readouterr().out
-    assert "| held-out masked CE (512) | 2.500 | 2.300 |" in out
-    assert "| HumanEval single-line, bare: pass@1 | 1.00% | 2.00% |" in out
-    assert "| held-out lines, editor's path: exact match | - | 5.0% |" in out
-    figs = json.loads((tmp_path / "t.json").read_text())
-    assert figs["HumanEval single-line, bare: edit similarity"] == {"packaged": 0.3, "cand": 0.3}
-
-
 def test_algorithm_corpus_refuses_an_unknown_set_before_installing(tmp_path: Path) -> None:
-    import subprocess
-
-    script = Path(__file__).resolve().parents[1] / "scripts" / "algorithm_corpus.sh"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "algorithm_corpus.sh"
     out = tmp_path / "corpus"
     r = subprocess.run(["bash", str(script), str(out), "v9"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "SET must be v1, v2, v3 or heldout" in r.stderr
     assert not out.exists()  # nothing installed, nothing created
-
-
-def test_candidate_table_warns_when_the_columns_ran_at_different_samplers(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    a, b = tmp_path / "packaged", tmp_path / "cand"
-    for d, floor in ((a, 6), (b, 1)):
-        d.mkdir()
-        rec = {"pass_at_1": 0.01, "sampler": {"min_commit": floor, "spread": 1 if floor > 1 else 0}}
-        (d / "santacoder-fim-bare.json").write_text(json.dumps(rec))
-        (d / "humaneval-single-bare.json").write_text(json.dumps({**rec, "sampler": {"min_commit": 6}}))
-    assert candidate_table.main([str(a), str(b)]) == 0
-    warnings = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("WARNING")]
-    assert len(warnings) == 1 and "santacoder-fim-bare.json" in warnings[0] and '"min_commit": 1' in warnings[0]
-
-
-def test_candidate_eval_refuses_a_checkpoint_without_a_sampler_point(tmp_path: Path) -> None:
-    import subprocess
-
-    script = Path(__file__).resolve().parents[1] / "scripts" / "candidate_eval.sh"
-    (tmp_path / "ckpt").mkdir()
-    r = subprocess.run(["bash", str(script), str(tmp_path / "ckpt"), str(tmp_path / "out")], capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 2 and "no sampler.json" in r.stderr
-    assert not (tmp_path / "out").exists()
-
-
-def test_candidate_table_pairs_edit_similarity_over_the_same_holes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    a, b = tmp_path / "packaged", tmp_path / "cand"
-    a.mkdir()
-    b.mkdir()
-    # JSONL pairs by task_id: task "c" is only in the candidate and must not count
-    (a / "humaneval-single-bare.jsonl").write_text(
-        "".join(json.dumps({"task_id": t, "edit_sim": v}) + "\n" for t, v in (("x", 0.2), ("y", 0.5))))
-    (b / "humaneval-single-bare.jsonl").write_text(
-        "".join(json.dumps({"task_id": t, "edit_sim": v}) + "\n" for t, v in (("y", 0.7), ("x", 0.1), ("c", 1.0))))
-    # a sweep pairs by position
-    for d, sims in ((a, [0.1, 0.2, 0.3]), (b, [0.3, 0.4, 0.5])):
-        (d / "heldout_functions.json").write_text(json.dumps({"rows": [{"edit_sim": sum(sims) / 3,
-                                                                         "edit_sims": sims}]}))
-    assert candidate_table.main([str(a), str(b), "--json", str(tmp_path / "t.json")]) == 0
-    out = capsys.readouterr().out
-    assert "heldout_functions.json: cand - packaged = +20.0 (SE 0.0; closer on 3, farther on 0, of 3)" in out
-    # x: -0.1, y: +0.2 -> mean +0.05, SE = sd / sqrt(2) = 0.2121 / 1.414 = 0.15
-    assert "humaneval-single-bare.jsonl: cand - packaged = +5.0 (SE 15.0; closer on 1, farther on 1, of 2)" in out
-    figs = json.loads((tmp_path / "t.json").read_text())
-    assert figs["paired_edit_similarity"]["humaneval-single-bare.jsonl"]["cand"]["n"] == 2
-    assert figs["held-out functions (HELDOUT), bare: edit similarity"]["cand"] == pytest.approx(0.4)
-
-
-def test_function_holes_from_an_untrained_root_are_distinct_and_humaneval_shaped(tmp_path: Path) -> None:
-    import sweep_commit
-
-    root = tmp_path / "pkg"
-    root.mkdir()
-    body = "".join(f"def f{i}(xs):\n    \"\"\"Doc {i}.\"\"\"\n    total = 0\n    for x in xs:\n"
-                   f"        total += x * {i}\n    return total\n\n\n" for i in range(3))
-    (root / "mod.py").write_text(body)
-    # 3 functions x 4 body lines: asking for more gives every cut once, not repeats
-    cuts = sweep_commit.function_holes(50, roots=[str(root)], all_files=True)
-    assert len(cuts) == 12 == len({(pre, line) for pre, _, line, _, _ in cuts})
-    for pre, suf, line, _, _ in cuts:
-        assert pre.startswith("def f") and '"""Doc' in pre and line.endswith("\n")
-        assert sweep_commit.parses(pre + line + suf)
-    with pytest.raises(SystemExit):  # the validation split of one tiny root may be empty: said, not a hang
-        sweep_commit.held_out_files([str(tmp_path / "none")], all_files=True)
-    with pytest.raises(SystemExit):
-        sweep_commit.main(["--all-files", "--holes", "functions"])  # --all-files needs --corpus

@@ -49,7 +49,13 @@ def compile_all(dt: str) -> list[str]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from edit_engine.kernels import _triton_attention, _triton_commit, _triton_head, _triton_rmsnorm, _triton_rotary
+    from edit_engine.kernels import (
+        _triton_attention,
+        _triton_commit,
+        _triton_head,
+        _triton_rmsnorm,
+        _triton_rotary,
+    )
 
     found: dict[str, Any] = {}
     for mod in (_triton_attention, _triton_commit, _triton_head, _triton_rmsnorm, _triton_rotary):

@@ -28,6 +28,7 @@ from hypothesis import strategies as st  # noqa: E402
 pytest.importorskip("triton", reason="triton is not installed (pip install triton); kernel tests need it")
 
 import kernels  # noqa: E402
+
 from edit_engine.kernels import _triton_attention as tattn  # noqa: E402
 from edit_engine.kernels import _triton_commit as tcommit  # noqa: E402
 from edit_engine.kernels import _triton_head as thead  # noqa: E402

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 
-from edit_engine.positions import ENCODINGS, offset_to_position
 from edit_engine.lsp.handlers import apply_change
 from edit_engine.lsp.settings import Settings, parse
+from edit_engine.positions import ENCODINGS, offset_to_position
 
 # Text with the characters that make encodings differ: ASCII, 2- and 3-byte UTF-8, astral (surrogate pairs in
 # UTF-16), and every LSP line break.

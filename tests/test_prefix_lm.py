@@ -1,21 +1,17 @@
-"""scripts/prefix_lm_eval.py: the diffusion weights decoded left to right by their causal prefix rows."""
+"""``edit_engine.eval.prefix_lm``: the diffusion weights decoded left to right by their causal prefix rows."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from edit_engine import Engine
+from edit_engine.eval import prefix_lm
 from edit_engine.eval.benchmarks import Task
 from edit_engine.model import PREFIX, DiffusionLM
 from edit_engine.tokenizer import Tokenizer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import prefix_lm_eval  # noqa: E402
 
 
 def _oracle(model: DiffusionLM, tok: Tokenizer, p_ids: list[int], n: int) -> list[int]:
@@ -37,10 +33,10 @@ def _oracle(model: DiffusionLM, tok: Tokenizer, p_ids: list[int], n: int) -> lis
 
 def test_the_cached_decoder_equals_full_recompute(tiny_checkpoint: Path) -> None:
     eng = Engine.load(tiny_checkpoint)
-    fill = prefix_lm_eval.prefix_lm_filler(eng, max_tokens=12)
+    fill = prefix_lm.prefix_lm_filler(eng, max_tokens=12)
     for prefix in ("def add(a, b):\n    return ", "import os\n\nx = os.path.join("):
         got = fill(Task("t", "python", prefix, "\n\nprint(1)\n", "a + b", single_line=True))
-        p_ids, _ = eng._context(prefix, "\n\nprint(1)\n")
+        p_ids, _ = eng.context_ids(prefix, "\n\nprint(1)\n")
         want = _oracle(eng.model, eng.tokenizer, p_ids, 12)
         assert got.text == eng.tokenizer.decode(want) and got.tokens == len(want) >= 1
         assert got.nfe >= got.tokens and "\n" not in got.text.rstrip("\n")
@@ -50,11 +46,11 @@ def test_the_filler_applies_the_novelty_bias(tiny_checkpoint: Path, monkeypatch:
     """The filler adds ``Engine.novelty_bias`` to every step: banning the token it chose first changes that token."""
     eng = Engine.load(tiny_checkpoint)
     task = Task("t", "python", "def add(a, b):\n    return ", "\n", "a + b", single_line=True)
-    plain = prefix_lm_eval.prefix_lm_filler(eng, max_tokens=8)(task)
+    plain = prefix_lm.prefix_lm_filler(eng, max_tokens=8)(task)
     tok = eng.tokenizer
     ban = torch.zeros(eng.model.cfg.vocab_size)
     used = {tok.decode([i]) for i in range(tok.vocab_size) if tok.decode([i]) and tok.decode([i]) in plain.text}
     ban[[i for i in range(tok.vocab_size) if tok.decode([i]) in used]] = -1e4  # every piece of the plain fill
     monkeypatch.setattr(eng, "novelty_bias", lambda *a, **k: ban)
-    banned = prefix_lm_eval.prefix_lm_filler(eng, max_tokens=8, novel_penalty=1.0)(task)
+    banned = prefix_lm.prefix_lm_filler(eng, max_tokens=8, novel_penalty=1.0)(task)
     assert plain.text and banned.text != plain.text

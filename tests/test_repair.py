@@ -214,22 +214,22 @@ def test_salvage_returns_a_clean_prefix_with_code_or_nothing(fill: str) -> None:
 
 
 def test_engine_final_pass_salvages_a_fill_that_still_breaks(tiny_engine: Engine) -> None:
-    from edit_engine.engine import _Rounds
+    from edit_engine.engine.rounds import Rounds, final
 
     at = DOC.index("    return")
     dp = tiny_engine.plan_document(DOC, at, "python")
     assert dp.checks
     timings: dict[str, float] = {}
-    st_ = _Rounds(best=("    z = foo(a, b\n", 2))
-    p = tiny_engine._final(dp, st_, timings)
+    st_ = Rounds(best=("    z = foo(a, b\n", 2))
+    p = final(tiny_engine.rt, dp, st_, timings)
     assert p.final and p.text == "    z = foo\n" and "salvage" in timings
     # A fill that breaks nothing, or one with no clean prefix, is returned as it is.
     for best in [("    z = 1\n", 0), ("    (\n", 1)]:
         timings = {}
-        p = tiny_engine._final(dp, _Rounds(best=best), timings)
+        p = final(tiny_engine.rt, dp, Rounds(best=best), timings)
         assert p.text == best[0] and "salvage" not in timings
     off = tiny_engine.plan_document(DOC, at, "python", repair=False)
-    assert tiny_engine._final(off, _Rounds(best=("    z = foo(a, b\n", 2)), {}).text == "    z = foo(a, b\n"
+    assert final(tiny_engine.rt, off, Rounds(best=("    z = foo(a, b\n", 2)), {}).text == "    z = foo(a, b\n"
 
 
 def test_salvage_keeps_a_headers_close() -> None:

@@ -87,7 +87,9 @@ def test_each_batched_row_computes_what_it_would_alone(engine: Engine, reqs: lis
     def checked(canvas: torch.Tensor, cache: ContextCache) -> torch.Tensor:  # runs in the scheduler thread
         out = batched(canvas, cache)  # (B, C, V)
         for r, a in enumerate(sched._active):
-            alone = model.encode_context([a.job.prefix_ids], [a.job.suffix_ids], capacity=a.job.cfg.max_tokens)
+            prep = a.job.prepared
+            assert prep is not None
+            alone = model.encode_context([prep.prefix_ids], [prep.suffix_ids], capacity=prep.cfg.max_tokens)
             ref = batched(canvas[r : r + 1, : a.size], alone)[0]  # (c_r, V)
             worst.append(float((out[r, : a.size] - ref).abs().max()))
         rows.append(canvas.shape[0])

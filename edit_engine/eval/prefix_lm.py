@@ -17,6 +17,7 @@ Prints the harness's table, or with --json its JSON object (last line), with ``"
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -39,7 +40,7 @@ def prefix_lm_filler(engine: Engine, max_tokens: int = 64, novel_penalty: float 
 
     def fill(task: Task) -> Fill:
         t0 = time.perf_counter()
-        p_ids, s_ids = engine._context(task.prefix, task.suffix)
+        p_ids, s_ids = engine.context_ids(task.prefix, task.suffix)
         if not p_ids:
             return Fill("", 0, 0, (time.perf_counter() - t0) * 1e3, "complete")
         cfg = engine.sampler_for({"novel_penalty": novel_penalty})
@@ -81,21 +82,22 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from edit_engine import Engine
     from edit_engine.eval.benchmarks import load
-    from edit_engine.eval.harness import evaluate
+    from edit_engine.eval.harness import TaskResult, evaluate
 
     engine = Engine.load(a.model, threads=a.threads)
     if engine.is_ar:
         ap.error("--model: an autoregressive checkpoint; use edit-engine eval for it")
     tasks = load(a.benchmark, a.data, a.language, a.limit)
-    out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
-    try:
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(a.out, "w", encoding="utf-8")) if a.out else None
+
+        def write(r: TaskResult) -> None:
+            if out is not None:
+                out.write(json.dumps(dataclasses.asdict(r)) + "\n")
+
         report, _ = evaluate(tasks, prefix_lm_filler(engine, a.max_tokens, a.novel_penalty), benchmark=a.benchmark,
                              fill_kind="prefix-lm", progress=False, model=str(engine.path or ""),
-                             on_result=(lambda r: out.write(json.dumps(dataclasses.asdict(r)) + "\n"))
-                             if out is not None else None)
-    finally:
-        if out is not None:
-            out.close()
+                             on_result=write if out is not None else None)
     report.extra["novel_penalty"] = a.novel_penalty
     print(json.dumps(report.to_json()) if a.json else report.table())
     return 0

@@ -10,18 +10,15 @@ Modules: ``config`` (family detection), ``loader`` (local folder, safetensors), 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
+from ..interfaces import Checkpoint, CheckpointError
 from .cache import CACHE_MODES, ApproxCache, CachePolicy, CacheStats
 from .config import FAMILIES, ArchConfig, UnsupportedCheckpoint, detect_family, parse_config
 from .fullattn import FullAttnLM
 from .loader import is_open_checkpoint, load_model, resolve_folder
 from .tokenizer import OpenTokenizer
-
-if TYPE_CHECKING:
-    from ..checkpoint import Checkpoint
 
 __all__ = [
     "CACHE_MODES",
@@ -49,12 +46,6 @@ def load(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtyp
     ``cache_mode``/``refresh_every`` default to ``EDIT_ENGINE_HF_CACHE``/``EDIT_ENGINE_HF_REFRESH``, else
     dual cache refreshed every 4 passes.
     """
-    from typing import cast
-
-    from ..checkpoint import Checkpoint, CheckpointError
-    from ..model import DiffusionLM
-    from ..tokenizer import Tokenizer
-
     env = CachePolicy.from_env()
     policy = CachePolicy(cache_mode or env.mode, env.refresh_every if refresh_every is None else refresh_every)
     try:
@@ -62,6 +53,5 @@ def load(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtyp
     except (UnsupportedCheckpoint, OSError, ValueError) as e:
         raise CheckpointError(str(e) if isinstance(e, UnsupportedCheckpoint) else
                               f"cannot read model in {str(path)!r}: {e}") from e
-    # The engine is typed against our own model and tokenizer; these adapters implement the part it uses
-    # (see the module docstring). A Protocol in engine.py would remove the casts.
-    return Checkpoint(cast(DiffusionLM, model), cast(Tokenizer, tok), d, record)
+    # The adapters implement the engine's protocols (``interfaces.CanvasModel``, ``interfaces.TextTokenizer``).
+    return Checkpoint(model, tok, d, record)

@@ -49,6 +49,7 @@ class FullAttnLM:
     # Our own model's context K/V are exact and can be copied between batched requests (serve/batching.py);
     # these are not: each request needs its own ApproxCache and its own full passes.
     exact_context_cache = False
+    int8 = False  # int8 serving is ours only
 
     def __init__(self, cfg: ArchConfig, embed: torch.Tensor, layers: list[LayerWeights], final_norm: torch.Tensor,
                  head: torch.Tensor, usable_vocab: int, policy: CachePolicy | None = None,

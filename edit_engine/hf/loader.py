@@ -175,8 +175,8 @@ def _layer(w: _Weights, arch: ArchConfig, i: int, dtype: torch.dtype, dev: torch
 def serving_dtype(device: torch.device | str, dtype: torch.dtype | str | None) -> torch.dtype:
     """What an open model computes in: the dtype asked for; else ``EDIT_ENGINE_HF_DTYPE``, else
     ``EDIT_ENGINE_DTYPE``; else bf16 on CUDA (a 7B model in float32 does not fit a 24 GB GPU) and float32 on CPU."""
-    from ..checkpoint import parse_dtype
-    from ..checkpoint import serving_dtype as asked_dtype
+    from ..dtypes import parse_dtype
+    from ..dtypes import serving_dtype as asked_dtype
 
     env = os.environ.get("EDIT_ENGINE_HF_DTYPE", "")
     if dtype is None and env.strip():

@@ -41,19 +41,9 @@ from typing import Any
 
 import torch
 
-from edit_engine import kernels
-
-from ..engine import MAX_DOCUMENT_CHARS, Engine, Pass, unheal
+from ..engine import Engine, Pass, Prepared, unheal
 from ..model import ContextCache
-from ..sampler import (
-    SamplerConfig,
-    commit_pass,
-    decide_length,
-    grow_budget,
-    grow_canvas,
-    line_decided,
-    remask_budget,
-)
+from ..sampler import DenoiseState, SamplerConfig, Step
 from .metrics import Metrics
 
 
@@ -136,17 +126,10 @@ class Job:
     """The handle a front end holds: iterate ``passes()``, call ``cancel(reason)``."""
 
     def __init__(self, job_id: int, loop: asyncio.AbstractEventLoop, spec: JobSpec | None = None,
-                 cfg: SamplerConfig | None = None, prefix_ids: list[int] | None = None,
-                 suffix_ids: list[int] | None = None, healed: str = "", first: torch.Tensor | None = None,
-                 bias: torch.Tensor | None = None) -> None:
+                 prepared: Prepared | None = None) -> None:
         self.id = job_id
         self.spec = spec or JobSpec("", "")
-        self.cfg = cfg or SamplerConfig()
-        self.prefix_ids = prefix_ids or []
-        self.suffix_ids = suffix_ids or []
-        self.healed = healed  # token healing: the partial word the model writes again (left out of the text)
-        self.first = first  # (V,) bool: slot 0's tokens (a header's keyword, or the healed word's)
-        self.bias = bias  # (V,) float: added to every pass's logits (the novel-name penalty), or None
+        self.prepared = prepared  # what the engine made of the spec: sampler settings, context tokens, healing
         self.loop = loop
         self.submitted = time.perf_counter()
         self.cancel_reason: str | None = None
@@ -188,22 +171,16 @@ class Job:
 
 @dataclass(eq=False)
 class _Active:
-    """A job in the batch: its context K/V rows and its canvas."""
+    """A job in the batch: its context K/V rows and its denoising state (``sampler.DenoiseState``)."""
 
     job: Job
+    cfg: SamplerConfig
     k: list[torch.Tensor]  # per layer (1, H, L_r, hd)
     v: list[torch.Tensor]
     valid: torch.Tensor  # (1, L_r) bool
     canvas_start: torch.Tensor  # (1,)
-    canvas: torch.Tensor  # (1, c_r) token ids, masks where undecided
-    masked: torch.Tensor  # (1, c_r) bool
-    gen: torch.Generator | None
+    state: DenoiseState  # canvas (1, c_r), masks, length rule, remask budget, pass counters
     admitted: float
-    length_ban: torch.Tensor  # (1, c_r) bool: pads forbidden here by the length rule (sampler.decide_length)
-    open_from: int | None  # slots from here await the length rule's decision (None: decided)
-    budget: torch.Tensor | None = None  # (1, c_r) remasks left per slot (sampler.remask_budget; None = off)
-    index: int = 0
-    nfe: int = 0
 
     @property
     def ctx_len(self) -> int:
@@ -211,7 +188,7 @@ class _Active:
 
     @property
     def size(self) -> int:
-        return int(self.canvas.shape[1])
+        return self.state.size
 
 
 @dataclass
@@ -254,22 +231,13 @@ class Scheduler:
     def submit(self, spec: JobSpec, loop: asyncio.AbstractEventLoop) -> Job:
         """Check and tokenize ``spec`` and queue it. Raises ValueError (bad request) or Overloaded."""
         eng = self.engine
-        if len(spec.prefix) + len(spec.suffix) > MAX_DOCUMENT_CHARS:
-            raise ValueError("document too large")
-        if spec.cfg is not None:
-            cfg = spec.cfg
-        else:
-            cfg = eng._config(spec.max_tokens, dict(spec.overrides))  # same clamping as Engine.stream
-            if spec.initial_canvas is not None:
-                cfg = cfg.with_(initial_canvas=max(1, min(spec.initial_canvas, cfg.max_tokens)))
-        healed, first = eng.healing(spec.prefix, spec.suffix) if spec.heal else ("", spec.first)
-        if spec.ids is not None and not healed:
-            p_ids, s_ids = spec.ids
-        else:
-            p_ids, s_ids = eng._context(spec.prefix[: len(spec.prefix) - len(healed)], spec.suffix)
-        # A document plan brings its own penalty; a {prefix, suffix} request's is made from its context here.
-        bias = spec.bias if spec.cfg is not None else eng.novelty_bias(p_ids, s_ids, spec.language, cfg)
-        job = Job(next(self._ids), loop, spec, cfg, p_ids, s_ids, healed, first, bias)
+        if spec.cfg is not None:  # a document plan's hole: its settings and context are made already
+            p_ids, s_ids = spec.ids or eng.context_ids(spec.prefix, spec.suffix)
+            prepared = Prepared(spec.cfg, p_ids, s_ids, "", spec.first, spec.bias)
+        else:  # same checks, clamping, healing and penalty as Engine.stream
+            prepared = eng.prepare(spec.prefix, spec.suffix, spec.language, spec.max_tokens, spec.initial_canvas,
+                                   spec.heal, **spec.overrides)
+        job = Job(next(self._ids), loop, spec, prepared)
         with self._cond:
             if self._stop:
                 raise Overloaded("the server is shutting down", "shutdown")
@@ -358,8 +326,9 @@ class Scheduler:
         not delivered here; the continuation delivers it, checked, with any repair passes after it)."""
         then = a.job.spec.then
         assert then is not None
-        last = LastPass(a.canvas[0].clone(), a.index, a.nfe + a.job.spec.nfe, stop,
-                        lambda: _own_context(a, a.job.cfg.max_tokens))
+        st = a.state
+        last = LastPass(st.canvas[0].clone(), st.index, st.nfe + a.job.spec.nfe, stop,
+                        lambda: _own_context(a, a.cfg.max_tokens))
 
         def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
             return then(last, should_stop)
@@ -454,27 +423,27 @@ class Scheduler:
 
     def _admit(self, jobs: list[Job]) -> None:
         model, tok = self.engine.model, self.engine.tokenizer
-        cache = model.encode_context([j.prefix_ids for j in jobs], [j.suffix_ids for j in jobs], capacity=0)
+        preps = [j.prepared for j in jobs]
+        assert all(p is not None for p in preps)
+        cache = model.encode_context([p.prefix_ids for p in preps if p], [p.suffix_ids for p in preps if p],
+                                     capacity=0)
         now = time.perf_counter()
-        dev = model.device
-        for r, j in enumerate(jobs):
-            size = min(j.cfg.initial_canvas, j.cfg.max_tokens)
-            canvas = torch.full((1, size), tok.mask_id, dtype=torch.long, device=dev)
-            gen = torch.Generator(device=dev).manual_seed(j.spec.seed) if j.cfg.temperature > 0 else None
+        for r, (j, p) in enumerate(zip(jobs, preps, strict=True)):
+            assert p is not None
+            state = DenoiseState(p.cfg, tok.pad_id, tok.mask_id, model.device, seed=j.spec.seed,
+                                 line_end=self.engine.line_end if p.cfg.line_stop else None, first=p.first,
+                                 bias=p.bias)
             self._active.append(_Active(
-                job=j, k=[k[r : r + 1] for k in cache.k], v=[v[r : r + 1] for v in cache.v],
+                job=j, cfg=p.cfg, k=[k[r : r + 1] for k in cache.k], v=[v[r : r + 1] for v in cache.v],
                 valid=cache.key_valid[r : r + 1, : cache.ctx_len], canvas_start=cache.canvas_start[r : r + 1],
-                canvas=canvas, masked=torch.ones_like(canvas, dtype=torch.bool), gen=gen, admitted=now,
-                length_ban=torch.zeros_like(canvas, dtype=torch.bool),
-                open_from=0 if j.cfg.pad_threshold > 0 else None,
-                budget=remask_budget(torch.ones_like(canvas, dtype=torch.bool), j.cfg)))
+                state=state, admitted=now))
 
     def _build(self) -> _Batch:
         """The batched cache of the active jobs: contexts left-aligned, padded to the longest."""
         act = self._active
         b = len(act)
         L = max(a.ctx_len for a in act)
-        cap = max(a.job.cfg.max_tokens for a in act)
+        cap = max(a.cfg.max_tokens for a in act)
         ref = act[0].k[0]
         _, h, _, hd = ref.shape
         ks, vs = [], []
@@ -497,12 +466,12 @@ class Scheduler:
         assert batch is not None
         act = self._active
         tok = self.engine.tokenizer
-        dev = act[0].canvas.device
+        dev = act[0].state.canvas.device
         sizes = torch.tensor([a.size for a in act], device=dev)  # (B,)
         width = max(a.size for a in act)
         canvas = torch.full((len(act), width), tok.mask_id, dtype=torch.long, device=dev)  # (B, C)
         for r, a in enumerate(act):
-            canvas[r, : a.size] = a.canvas[0]
+            canvas[r, : a.size] = a.state.canvas[0]
         # Canvas columns past a row's own width are invalid keys for that row.
         batch.key_valid[:, batch.ctx_len :] = (
             torch.arange(batch.capacity, device=dev).unsqueeze(0) < sizes.unsqueeze(1))
@@ -511,56 +480,26 @@ class Scheduler:
         self.metrics.forward_passes.inc()
         self.metrics.batch_size.observe(len(act))
         for r, a in enumerate(act):
-            row = kernels.head.add_logit_bias(logits[r : r + 1, : a.size], a.job.bias)
-            if a.open_from is not None:  # the sampler's length rule, on the first pass over fresh slots
-                decide_length(row, a.canvas, a.masked, a.length_ban, a.open_from, a.job.cfg, tok.pad_id,
-                              tok.mask_id)
-                a.open_from = None
-            commit_pass(row, a.canvas, a.masked, a.job.cfg, tok.pad_id, tok.mask_id, a.gen, a.length_ban,
-                        a.budget, a.job.cfg.floor_at(a.nfe), a.job.first)  # fresh canvas: the floor ramp
-            a.nfe += 1
-        # One host read for the whole batch, per row: masked count, whether a pad was committed, and whether the
-        # first line is decided (the sampler's line stop, for rows that ask for it).
-        no = torch.zeros((), dtype=torch.long, device=dev)
-        stats = torch.stack([torch.stack([
-            a.masked.sum(), (a.canvas == tok.pad_id).any().long(),
-            line_decided(a.canvas, a.masked, self.engine.line_end)[0] if a.job.cfg.line_stop else no])
-            for a in act])
+            a.state.step(logits[r : r + 1, : a.size])
+        # One host read for the whole batch: each row's masked count, committed pad and decided first line.
+        stats = torch.stack([a.state.stats() for a in act]).tolist()
         done: list[_Active] = []  # finished here
         gone: list[_Active] = []  # out of the batch for another reason (continuation, error)
-        for a, (n_masked, has_pad, line_done) in zip(act, stats.tolist(), strict=True):
-            stop = ""
-            if line_done:
-                stop = "line"
-            elif n_masked == 0:
-                if has_pad:
-                    stop = "complete"
-                elif a.size >= a.job.cfg.max_tokens:
-                    stop = "length"
-            if stop and a.job.spec.then is not None:
+        for a, row in zip(act, stats, strict=True):
+            step = a.state.advance(*row)  # the pass's Step; grows a full canvas when the run goes on
+            if step.final and a.job.spec.then is not None:
                 gone.append(a)
-                self._hand_off(a, stop)
+                self._hand_off(a, step.stop_reason)
                 continue
             try:
-                # Undecided slots, as the engine's sampler counts them: masked ones plus those the canvas may
-                # still grow into (so the count rises only by remasking).
-                self._emit(a, 0 if stop else int(n_masked) + max(0, a.job.cfg.max_tokens - a.size), stop)
+                self._emit(a, step)
             except Exception as e:  # a request's text transform failed: that request fails, not the batch
                 gone.append(a)
                 self._retire(a, "error")
                 a.job._deliver(e)
                 continue
-            if stop:
+            if step.final:
                 done.append(a)
-                continue
-            a.index += 1
-            if n_masked == 0:  # every slot holds a real token: grow the canvas (doubling), as the sampler does
-                if a.job.cfg.pad_threshold > 0:
-                    a.open_from = a.size
-                new = min(a.job.cfg.max_tokens, a.size * 2)
-                a.canvas, a.masked, a.length_ban = grow_canvas(a.canvas, a.masked, a.length_ban, new, tok.mask_id)
-                if a.budget is not None:
-                    a.budget = grow_budget(a.budget, new, a.job.cfg)
         if done or gone:
             for a in done:
                 self._retire(a, "done")
@@ -569,30 +508,32 @@ class Scheduler:
             self._batch = None  # the set changed: rebuild before the next pass
             self.metrics.active.set(len(self._active))
 
-    def _emit(self, a: _Active, n_masked: int, stop: str) -> None:
-        tok = self.engine.tokenizer
-        ids = a.canvas[0].tolist()
-        text = unheal(tok.decode(ids), a.job.healed)
+    def _emit(self, a: _Active, step: Step) -> None:
+        tok, st, prep = self.engine.tokenizer, a.state, a.job.prepared
+        assert prep is not None
+        index, stop = step.index, step.stop_reason
+        ids = step.tokens.tolist()  # the canvas as this pass left it (before any growth)
+        text = unheal(tok.decode(ids), prep.healed)
         stable = None
         if a.job.spec.stable:
             cut = ids.index(tok.mask_id) if tok.mask_id in ids else len(ids)
-            if a.budget is not None and not stop:  # remasking may still take back a slot with budget left
-                left = (a.budget[0] > 0).nonzero()
+            if st.budget is not None and not stop:  # remasking may still take back a slot with budget left
+                left = (st.budget[0, : len(ids)] > 0).nonzero()
                 cut = min(cut, int(left[0]) if len(left) else cut)
             # An unfinished UTF-8 sequence is not stable yet; nor is anything before slot 0 holds the healed word.
             stable = tok.decode(ids[:cut]).rstrip("\ufffd")
-            if a.job.healed:
-                stable = stable[len(a.job.healed) :] if stable.startswith(a.job.healed) else ""
+            if prep.healed:
+                stable = stable[len(prep.healed) :] if stable.startswith(prep.healed) else ""
         spec = a.job.spec
         if spec.single_line:
             text = _first_line(text)
             stable = _first_line(stable) if stable is not None else None
         if spec.transform is not None:
             text = spec.transform(text)
-        if a.index == 0:
+        if index == 0:
             self.metrics.first_pass.observe(time.perf_counter() - a.job.submitted)
         self.metrics.passes.inc()
-        a.job._deliver(JobPass(a.index, text, n_masked, bool(stop), a.nfe + spec.nfe, stop, stable, spec.start,
+        a.job._deliver(JobPass(index, text, step.masked, step.final, step.nfe + spec.nfe, stop, stable, spec.start,
                                spec.end))
 
 

@@ -39,12 +39,6 @@ class Planned:
     prepare: Callable[[], JobSpec] | None = None  # plans a document request (parses it: run in a thread)
 
 
-def batchable(engine: Engine) -> bool:
-    """Whether the scheduler can run this engine's document requests: a diffusion model with an exact context
-    cache (autoregressive checkpoints decode token by token; open full-attention models re-encode per request)."""
-    return not engine.is_ar and getattr(engine.model, "exact_context_cache", True)
-
-
 def document_spec(engine: Engine, dp: DocumentPlan, seed: int = 0) -> JobSpec:
     """The batched job of an insert-mode document request: the planned hole and canvas sizes, each pass's text
     post-processed (``dp.finish``) and placed at the planned span; when the plan asks for a parse check, the
@@ -142,7 +136,7 @@ class Service:
             return rpc.lsp_range(positions.offset_to_position(doc, start, enc, starts),
                                  positions.offset_to_position(doc, end, enc, starts))
 
-        if batchable(engine) and mode == "insert":
+        if engine.batchable and mode == "insert":
             def prepare() -> JobSpec:
                 return document_spec(engine, engine.plan_document(doc, offset, language, selection, max_tokens,
                                                                   mode))
@@ -183,15 +177,14 @@ class Service:
                 prepare = planned.prepare
                 return await asyncio.to_thread(lambda: self.scheduler.submit(prepare(), loop))
             assert planned.spec is not None
-            if not getattr(self.engine.model, "exact_context_cache", True):
+            if not self.engine.model.exact_context_cache:
                 # Open full-attention models (edit_engine/hf): one approximate cache per request, no shared batch.
                 spec, eng = planned.spec, self.engine
 
                 def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
-                    for p, _t in eng._run(spec.prefix, spec.suffix, spec.max_tokens, spec.seed, should_stop,
-                                          dict(spec.overrides), spec.single_line, spec.initial_canvas,
-                                          heal=spec.heal, language=spec.language):
-                        yield p
+                    return eng.stream(spec.prefix, spec.suffix, spec.language, spec.max_tokens, spec.seed,
+                                      should_stop, heal=spec.heal, single_line=spec.single_line,
+                                      initial_slots=spec.initial_canvas, **spec.overrides)
 
                 return self.scheduler.submit_stream(run, loop)
             return await asyncio.to_thread(self.scheduler.submit, planned.spec, loop)

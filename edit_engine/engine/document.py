@@ -1,0 +1,174 @@
+"""A document request planned but not run: from document + cursor (or selection) to the span, the text either
+side, the sampler settings, how to finish each pass's text and how to check the result.
+
+``plan_document`` parses the document (incrementally, per ``uri``), lets the planner choose the span, sets the
+sampler, and prepares what slot 0 may hold: a block header's keyword, or the partial word at the cursor
+(token healing: the word is left out of the model's prefix and slot 0 must start with it, so the word is
+continued as the tokenizer would split it whole). With several candidate indentations the model chooses in one
+pass (``choose_indent``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import planner, postprocess, repair, syntax
+from ..sampler import SamplerConfig
+from .results import unheal
+from .runtime import Runtime, check_size
+
+
+@dataclass(frozen=True)
+class DocumentPlan:
+    """A document request planned but not run (``Engine.plan_document``): the span, the text either side, the
+    sampler settings, how to finish each pass's text and how to check the result.
+
+    ``Engine.stream_complete`` runs the whole request. A server may run the first denoising round itself,
+    batched with other requests: the hole between ``model_prefix`` and ``model_suffix`` under ``cfg`` (an empty
+    canvas of ``cfg.initial_canvas`` slots growing to ``cfg.max_tokens``), each pass's decoded canvas shown through
+    ``finish``; then, when ``checks``, hand the last canvas to ``Engine.finish_document`` for the parse check
+    and the repair rounds. Rewrite mode (``rewrite``) starts from a scored canvas and runs only in the engine.
+    """
+
+    text: str  # the document
+    doc: syntax.Document  # its syntax tree
+    plan: planner.Plan
+    prefix: str  # text[: plan.start]
+    suffix: str  # text[plan.end :]
+    cfg: SamplerConfig  # max_tokens and initial_canvas from the plan, clamped to the model
+    mode: str  # insert | rewrite
+    do_repair: bool  # check the fill and run repair rounds when it breaks the parse
+    uri: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # ms: parse, plan
+    first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a header's keyword)
+    nfe: int = 0  # forward passes spent planning (the model's choice among ``plan.indents``)
+    heal: str = ""  # the partial word before the cursor, which the model writes again (token healing)
+    bias: torch.Tensor | None = None  # (V,) float: the novel-name penalty for this context (``Engine.novelty_bias``)
+    ids: tuple[list[int], list[int]] | None = None  # the model's context tokens, when planning made them already
+
+    @property
+    def start(self) -> int:
+        return self.plan.start
+
+    @property
+    def end(self) -> int:
+        return self.plan.end
+
+    @property
+    def rewrite(self) -> bool:
+        """Rewrite mode over a selection: the first round starts from the selection's tokens, the least likely
+        re-masked after a scoring pass, not from an empty canvas."""
+        return self.mode == "rewrite" and self.plan.kind == "selection"
+
+    @property
+    def checks(self) -> bool:
+        """The fill is parsed with the document and repaired if it breaks it (the span is code and a grammar
+        is installed)."""
+        return self.plan.check and self.do_repair
+
+    @property
+    def model_prefix(self) -> str:
+        """The text the model is shown before the hole. For a fill on a blank line or a block body
+        (``Plan.shows_lead``) it ends with the fill's first-line indentation (a body's line break too), less its
+        last space: that space belongs to the first word's token (``" for"``, ``" return"``), as the tokenizer
+        splits an indented line, so slot 0 holds that word (a header's keyword: ``first``). With token healing
+        (``heal``) it ends before the partial word at the cursor, which slot 0 writes whole (``" sorted"`` for
+        a cursor after ``" sor"``)."""
+        if self.heal:
+            return self.prefix[: len(self.prefix) - len(self.heal)]
+        if not self.plan.shows_lead:
+            return self.prefix
+        p = self.prefix + self.plan.lead
+        return p[:-1] if p.endswith(" ") else p
+
+    @property
+    def model_suffix(self) -> str:
+        """The text the model is shown after the hole: the plan's ``close`` (a header's ":"), then the suffix."""
+        return self.plan.close + self.suffix
+
+    @functools.cached_property
+    def _near(self) -> str:
+        return self.prefix[-2000:]
+
+    @functools.cached_property
+    def _brackets(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return postprocess.bracket_context(self._near, self.suffix, self.doc.grammar)
+
+    def finish(self, raw: str) -> str:
+        """The text to show for the model's decoded fill ``raw`` (cuts, brackets, indentation: ``postprocess``).
+        With token healing the raw fill starts with the partial word the document already holds: that part
+        is not inserted again."""
+        raw = unheal(raw, self.heal)
+        near = self._near
+        g = self.doc.grammar
+        model_unit = postprocess.detect_indent(near + raw, self.plan.unit or g.indent)
+        return postprocess.finish(raw, self.plan, self.suffix, g, model_unit, near, self._brackets)
+
+    def check(self, fill: str) -> repair.Check | None:
+        """What replacing the span by ``fill`` breaks in the parse; None when the plan asks for no check."""
+        return repair.check(self.doc, self.plan.start, self.plan.end, fill) if self.checks else None
+
+
+def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
+                  selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
+                  do_repair: bool = True, uri: str | None = None, **overrides: Any) -> DocumentPlan:
+    """Plan a document request without running it (``Engine.plan_document`` documents the arguments).
+    Raises ValueError (bad mode, document too large, max_tokens < 1)."""
+    if mode not in ("insert", "rewrite"):
+        raise ValueError(f"mode={mode!r}; expected 'insert' or 'rewrite'")
+    t0 = time.perf_counter()
+    doc = rt.document(text, language, uri)
+    t1 = time.perf_counter()
+    check_size(len(text))
+    pl = planner.plan(text, offset, selection, max_tokens, language, doc)
+    t2 = time.perf_counter()
+    cfg = rt.config(pl.max_tokens, overrides)
+    # A single-line span's fill is cut at its first newline: stop denoising once that line is decided.
+    line_stop = overrides.get("line_stop", pl.single_line and mode == "insert")
+    cfg = cfg.with_(initial_canvas=max(1, min(pl.initial_canvas, cfg.max_tokens)), line_stop=line_stop)
+    first = rt.tables.keywords(doc.grammar) if pl.kind == "header" and rt.canvas else None
+    heal = ""
+    if first is None and mode == "insert" and pl.code and pl.start == pl.end and rt.canvas:
+        heal, first = rt.tables.healing_at(text, pl.start)
+    timings = {"parse": (t1 - t0) * 1e3, "plan": (t2 - t1) * 1e3}
+    nfe = 0
+    if len(pl.indents) > 1 and rt.canvas and rt.model.exact_context_cache:
+        t3 = time.perf_counter()
+        indent = choose_indent(rt, text[: pl.start], text[pl.end :], pl.indents, uri)
+        pl = dataclasses.replace(pl, indent=indent, lead=indent if pl.lead else "")
+        timings["indent"] = (time.perf_counter() - t3) * 1e3
+        nfe = 1
+    dp = DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, do_repair, uri, timings,
+                      first, nfe, heal)
+    if cfg.novel_penalty > 0 and pl.code:
+        ids = rt.context_ids(dp.model_prefix, dp.model_suffix)
+        dp = dataclasses.replace(dp, bias=rt.tables.novelty_bias(*ids, language, cfg), ids=ids)
+    return dp
+
+
+def choose_indent(rt: Runtime, prefix: str, suffix: str, indents: tuple[str, ...], uri: str | None) -> str:
+    """The model's choice among a blank line's possible indentations (``Plan.indents``): one pass over a
+    small canvas after the bare line start, as a whole-line hole is laid out in training; the indentation
+    whose token (a run of blanks, the last one left to the next word: ``"   "`` for four spaces) is most
+    likely in slot 0 wins. Ties and indentations without such a token keep the planner's order."""
+    tok = rt.tokenizer
+    ids = []
+    for ind in indents:
+        t = tok.encode(ind + "x")  # "    x" -> "   " + " x": the indentation's own token comes first
+        ids.append(t[0] if len(t) > 1 and not tok.decode([t[0]]).strip() else -1)
+    if all(i < 0 for i in ids):
+        return indents[0]
+    p_ids, s_ids = rt.context_ids(prefix, suffix)
+    size = 8
+    with rt.contexts.encoded(rt.model, rt.key(uri, p_ids, s_ids), p_ids, s_ids, size) as cache:
+        canvas = torch.full((1, size), tok.mask_id, dtype=torch.long, device=rt.model.device)
+        with torch.no_grad():
+            logits = rt.model.canvas_logits(canvas, cache)[0, 0].float()
+    scores = [float(logits[i]) if i >= 0 else float("-inf") for i in ids]
+    return indents[max(range(len(indents)), key=lambda j: (scores[j], -j))]

@@ -1,0 +1,317 @@
+"""The one engine API every front end calls: ``Engine.load``, ``infill``, ``stream``, ``complete``,
+``stream_complete``.
+
+``infill``/``stream`` take the text before and after a hole. ``complete``/``stream_complete`` take a whole
+document and a cursor or selection, let the planner choose the span, and return an edit (range + text).
+Streams yield a ``Pass`` after every denoising pass: the whole span as it stands (committed tokens; slots still
+masked are left out), so a front end can show it and replace it with the next one. The last pass has
+``final=True`` and equals the result. Closing a stream (or ``should_stop()`` returning True) stops the work
+before the next forward pass. ``plan_document`` plans a document request without running it and
+``finish_document`` runs its check and repair rounds after a first round run elsewhere; ``prepare`` makes a
+hole's sampler settings and context tokens: the server batches first rounds across clients with them
+(``edit_engine/serve``).
+
+The parts: ``runtime`` (the model and what is kept about it), ``contexts`` (context tokens and the
+per-document cache of encoded contexts), ``vocab`` (vocabulary tables: line stop, headers, token healing,
+novel names), ``decoders`` (diffusion or autoregressive, one protocol), ``document`` (planning) and ``rounds``
+(check and repair). No model math here: tokens in, sampler, tokens out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import checkpoint, syntax
+from ..interfaces import CanvasModel, TextTokenizer
+from ..sampler import SamplerConfig
+from . import rounds
+from .contexts import ContextCacheConfig, ContextStore
+from .document import DocumentPlan, plan_document
+from .results import Completion, InfillResult, Pass, unheal
+from .runtime import Runtime, check_size
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A hole made ready to decode (``Engine.prepare``): what any sampler loop needs to start."""
+
+    cfg: SamplerConfig
+    prefix_ids: list[int]
+    suffix_ids: list[int]
+    healed: str = ""  # token healing: the partial word the model writes again (left out of the text)
+    first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take
+    bias: torch.Tensor | None = None  # (V,) float: added to every pass's logits (the novel-name penalty)
+
+
+class Engine:
+    """A loaded model plus its sampler settings. Thread-safe: each request has its own state."""
+
+    def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, sampler: SamplerConfig | None = None,
+                 path: Path | None = None, record: dict[str, Any] | None = None,
+                 context_cache: ContextCacheConfig | None = None) -> None:
+        self.rt = Runtime(model, tokenizer, sampler, path, record, context_cache)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
+             sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None,
+             dtype: torch.dtype | str | None = None) -> Engine:
+        """Load a checkpoint directory (default: the model packaged with edit-engine). ``dtype`` (a dtype or its
+        name, ``dtypes.DTYPES``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else the checkpoint
+        family's (float32 for ours, bf16 for open models on CUDA)."""
+        if threads:
+            torch.set_num_threads(threads)
+        ck = checkpoint.load(path, device=device or "cpu", dtype=dtype)
+        if sampler is None:  # the model's measured commit policy, if it has one
+            try:
+                sampler = SamplerConfig.for_checkpoint(ck.path)
+            except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
+                raise checkpoint.CheckpointError(f"{ck.path}/sampler.json: {e}") from e
+        return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache)
+
+    # ------------------------------------------------------------------ what is loaded
+    @property
+    def model(self) -> Any:
+        return self.rt.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.rt.tokenizer
+
+    @property
+    def sampler(self) -> SamplerConfig:
+        """The checkpoint's sampler settings (its ``sampler.json``), which every call's overrides start from."""
+        return self.rt.sampler
+
+    @property
+    def path(self) -> Path | None:
+        return self.rt.path
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return self.rt.record
+
+    @property
+    def contexts(self) -> ContextStore:
+        """The per-document store of encoded contexts (``stats`` counts hits)."""
+        return self.rt.contexts
+
+    @property
+    def syntax_cache(self) -> syntax.SyntaxCache:
+        """Syntax trees of the documents seen with a ``uri`` (front ends may also ``edit``/``close`` them)."""
+        return self.rt.syntax
+
+    @property
+    def is_ar(self) -> bool:
+        """An autoregressive checkpoint (the baseline), decoded token by token (``edit_engine/ar.py``)."""
+        return not self.rt.canvas
+
+    @property
+    def batchable(self) -> bool:
+        """Whether a server may batch this engine's first denoising rounds (``prepare``, ``plan_document``,
+        ``finish_document``): a canvas decoder over an exact context cache."""
+        return self.rt.canvas and self.rt.model.exact_context_cache
+
+    @property
+    def dtype(self) -> str:
+        """What the model computes in, by name (``float32``, ``bfloat16``, ``int8``): ``Engine.load``'s ``dtype``."""
+        if self.rt.model.int8:
+            return "int8"
+        return str(next(iter(self.rt.model.parameters())).dtype).removeprefix("torch.")
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.path else "edit-engine"
+
+    @property
+    def line_end(self) -> torch.Tensor:
+        """(V,) bool on the model's device: token ids whose text holds a newline (the sampler's line stop)."""
+        return self.rt.tables.line_end
+
+    # ------------------------------------------------------------------ the parts a server composes
+    def sampler_for(self, overrides: dict[str, Any]) -> SamplerConfig:
+        """The sampler settings a call with these overrides runs with (the checkpoint's, overridden)."""
+        return self.rt.config(None, overrides)
+
+    def context_ids(self, prefix: str, suffix: str) -> tuple[list[int], list[int]]:
+        """The model's context tokens for the hole between ``prefix`` and ``suffix``."""
+        return self.rt.context_ids(prefix, suffix)
+
+    def novelty_bias(self, p_ids: list[int], s_ids: list[int], language: str,
+                     cfg: SamplerConfig) -> torch.Tensor | None:
+        """The sampler's novel-name penalty for a context (``vocab.TokenTables.novelty_bias``)."""
+        return self.rt.tables.novelty_bias(p_ids, s_ids, language, cfg)
+
+    def healing(self, prefix: str, suffix: str = "") -> tuple[str, torch.Tensor | None]:
+        """Token healing for a ``{prefix, suffix}`` request: the partial word at the end of ``prefix`` that the
+        model writes again, and slot 0's tokens; ("", None) when there is none or the decoder has no canvas."""
+        if not self.rt.canvas:
+            return "", None
+        return self.rt.tables.healing_at(prefix + suffix[:1], len(prefix))
+
+    def prepare(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
+                initial_slots: int | None = None, heal: bool = True, **overrides: Any) -> Prepared:
+        """A hole made ready to decode: the sampler settings (the checkpoint's with ``overrides``, clamped to the
+        model), token healing, the context tokens and the novel-name penalty. Raises ValueError (too large, bad
+        settings). ``initial_slots``: the first canvas's size, clamped to 1..max_tokens (the sampler's
+        ``initial_canvas`` override sets it too, clamped to ``max_tokens`` as given). What ``stream`` runs, and what
+        the server's scheduler batches."""
+        check_size(len(prefix) + len(suffix))
+        cfg = self.rt.config(max_tokens, overrides)
+        if initial_slots is not None:
+            cfg = cfg.with_(initial_canvas=max(1, min(initial_slots, cfg.max_tokens)))
+        healed, first = self.healing(prefix, suffix) if heal else ("", None)
+        p_ids, s_ids = self.rt.context_ids(prefix[: len(prefix) - len(healed)], suffix)
+        return Prepared(cfg, p_ids, s_ids, healed, first, self.novelty_bias(p_ids, s_ids, language, cfg))
+
+    # ------------------------------------------------------------------ hole in, text out
+    def stream(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
+               seed: int = 0, should_stop: Callable[[], bool] | None = None, uri: str | None = None,
+               heal: bool = True, single_line: bool = False, initial_slots: int | None = None,
+               **overrides: Any) -> Iterator[Pass]:
+        """Yield every pass of filling the hole between ``prefix`` and ``suffix``. ``uri`` names the document
+        for the context cache (without one, the first prefix tokens do). ``heal``: token healing when the
+        prefix ends inside a word (``healing``); the text is then what follows the prefix, as without it.
+        ``single_line``: every pass's text is cut before its first newline. ``initial_slots``: as ``prepare``."""
+        for p, _ in self._passes(prefix, suffix, language, max_tokens, seed, should_stop, uri, heal, single_line,
+                                 initial_slots, overrides):
+            yield p
+
+    def infill(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
+               seed: int = 0, uri: str | None = None, heal: bool = True, **overrides: Any) -> InfillResult:
+        """Fill the hole between ``prefix`` and ``suffix``; returns the final text and counters (``heal``: as
+        ``stream``)."""
+        last = deque(self._passes(prefix, suffix, language, max_tokens, seed, None, uri, heal, False, None,
+                                  overrides), maxlen=1)
+        p, t = last[0]
+        return InfillResult(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason, self.rt.count_tokens(p.text), t)
+
+    def _passes(self, prefix: str, suffix: str, language: str, max_tokens: int | None, seed: int,
+                should_stop: Callable[[], bool] | None, uri: str | None, heal: bool, single_line: bool,
+                initial_slots: int | None, overrides: dict[str, Any]) -> Iterator[tuple[Pass, dict[str, float]]]:
+        t0 = time.perf_counter()
+        prep = self.prepare(prefix, suffix, language, max_tokens, initial_slots, heal, **overrides)
+        cfg = prep.cfg
+        t1 = time.perf_counter()
+        key = self.rt.key(uri, prep.prefix_ids, prep.suffix_ids)
+        with self.rt.decoder.steps(prep.prefix_ids, prep.suffix_ids, cfg, key, seed, should_stop, prep.first,
+                                   prep.bias) as steps:
+            t2 = time.perf_counter()
+            timings = {"tokenize": (t1 - t0) * 1e3, "context": (t2 - t1) * 1e3}
+            for step in steps:
+                text = unheal(self.tokenizer.decode(step.tokens.tolist()), prep.healed)
+                nl = text.find("\n") if single_line or cfg.line_stop else -1
+                if nl >= 0:  # a completion drops the newline; a line-stopped infill keeps it
+                    text = text[:nl] if single_line else text[: nl + 1]
+                now = time.perf_counter()
+                timings["denoise"] = (now - t2) * 1e3
+                timings["total"] = (now - t0) * 1e3
+                yield Pass(step.index, text, step.masked, step.final, step.nfe, 0, 0, step.stop_reason), timings
+
+    # ------------------------------------------------------------------ document + cursor in, edit out
+    def stream_complete(self, text: str, offset: int, language: str = "python",
+                        selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
+                        should_stop: Callable[[], bool] | None = None, mode: str = "insert", repair: bool = True,
+                        uri: str | None = None, **overrides: Any) -> Iterator[Pass]:
+        """Plan the span at ``offset`` (or rewrite ``selection``) and yield every pass as an edit.
+
+        ``mode="rewrite"`` (with a selection) starts from the selection's tokens and re-denoises the least likely
+        ones. ``repair`` re-masks what a fill broke in the parse and runs more passes (streamed too). ``uri`` keeps
+        the document's syntax tree between requests so it is re-parsed incrementally.
+        """
+        for p, _ in self._document(text, offset, language, selection, max_tokens, seed, should_stop, overrides,
+                                   mode, repair, uri):
+            yield p
+
+    def complete(self, text: str, offset: int, language: str = "python",
+                 selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
+                 mode: str = "insert", repair: bool = True, uri: str | None = None, **overrides: Any) -> Completion:
+        """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]``."""
+        last = deque(self._document(text, offset, language, selection, max_tokens, seed, None, overrides, mode,
+                                    repair, uri, stream=False), maxlen=1)
+        p, (kind, t) = last[0]
+        return Completion(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason, self.rt.count_tokens(p.text), t,
+                          p.start, p.end, kind)
+
+    def _document(self, text: str, offset: int, language: str, selection: tuple[int, int] | None,
+                  max_tokens: int | None, seed: int, should_stop: Callable[[], bool] | None,
+                  overrides: dict[str, Any], mode: str, do_repair: bool, uri: str | None,
+                  stream: bool = True) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
+        """Plan, denoise, post-process, check and repair; yields every pass with (span kind, timings so far).
+        ``stream=False``: only the passes that end a round (the caller wants the last one)."""
+        t0 = time.perf_counter()
+        dp = self.plan_document(text, offset, language, selection, max_tokens, mode, do_repair, uri, **overrides)
+        timings = {**dp.timings, "repair": 0.0}
+        for p in rounds.document_passes(self.rt, dp, seed, should_stop, timings, stream):
+            timings["total"] = (time.perf_counter() - t0) * 1e3
+            yield p, (dp.plan.kind, dict(timings))
+
+    def plan_document(self, text: str, offset: int, language: str = "python",
+                      selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
+                      repair: bool = True, uri: str | None = None, **overrides: Any) -> DocumentPlan:
+        """Plan a document request without running it: parse, choose the span, set the sampler (the arguments
+        of ``stream_complete``). Raises ValueError (bad mode, document too large, max_tokens < 1).
+
+        ``stream_complete`` runs such a plan; a server may instead run its first denoising round itself (the
+        hole between ``model_prefix`` and ``model_suffix`` under ``cfg``, each pass's text through ``finish``)
+        and hand the last canvas to ``finish_document`` (see ``DocumentPlan``). With several candidate
+        indentations (``Plan.indents``) planning runs one forward pass: the model chooses (``DocumentPlan.nfe``).
+        """
+        return plan_document(self.rt, text, offset, language, selection, max_tokens, mode, repair, uri, **overrides)
+
+    def finish_document(self, dp: DocumentPlan, tokens: torch.Tensor, index: int, nfe: int, stop_reason: str,
+                        seed: int = 0, should_stop: Callable[[], bool] | None = None,
+                        context: Callable[[], Any] | None = None) -> Iterator[Pass]:
+        """Check and repair an insert-mode document request whose first round ran elsewhere
+        (``rounds.finish_document`` documents the arguments); yields the passes from ``index`` on."""
+        return rounds.finish_document(self.rt, dp, tokens, index, nfe, stop_reason, seed, should_stop, context)
+
+    # ------------------------------------------------------------------ lifecycle
+    def warm_up(self) -> float:
+        """Run a few small fills (planner, sampler, every canvas size up to 64, repair check) so that the first
+        user request does not pay for lazy initialisation (allocator, kernels, tree-sitter, thread pools).
+        Returns the milliseconds it took. Front ends call it at start-up."""
+        t = time.perf_counter()
+        doc = "def add(a, b):\n    return a + b\n\n\nresult = add(1, \n"
+        for n in (8, 16, 32, 64):
+            self.infill(doc[:-2], "\n", max_tokens=n, initial_canvas=min(16, n), min_tokens=n)
+        self.complete(doc, len(doc) - 2, language="python", max_tokens=16)
+        return (time.perf_counter() - t) * 1e3
+
+    def compile(self) -> float:
+        """``torch.compile`` the per-pass step (``DiffusionLM.canvas_hidden``) with dynamic shapes, so any context
+        length, canvas size and batch runs without recompiling, then warm it up. Every engine sharing this model
+        uses the compiled step; it is warmed up with one row and with two (the batched server), after which
+        other sizes do not recompile. Returns the seconds it took (about 30 s on a 2-core CPU; the pass is
+        about 1.4x faster, docs/bench.md). Results match the eager pass to float rounding, not bit for bit.
+        Raises RuntimeError (and keeps the eager step) when compiling fails, e.g. without a C++ compiler."""
+        if not self.batchable:
+            raise RuntimeError("compile: only edit-engine diffusion checkpoints have a compiled pass")
+        model = self.model
+        eager = model.canvas_hidden
+        t = time.perf_counter()
+        model.canvas_hidden = torch.compile(eager, dynamic=True)
+        try:
+            self.warm_up()
+            # A batch of one is compiled as a constant: run two rows too, so that the server's first batched
+            # pass does not stop every client for a recompile.
+            tok = self.tokenizer
+            two = model.encode_context([tok.encode("x = 1\n"), tok.encode("def f(a):\n    ")],
+                                       [tok.encode("\n"), tok.encode("\nprint(f)\n")], 16)
+            for c in (8, 16):
+                model.canvas_hidden(torch.full((2, c), tok.mask_id, device=model.device), two)
+        except Exception as e:  # the compiler runs lazily, at the first call
+            model.canvas_hidden = eager
+            raise RuntimeError(f"torch.compile failed ({type(e).__name__}: {e}); running eager") from e
+        return time.perf_counter() - t
+
+    def close_document(self, uri: str) -> None:
+        """Forget what is cached for ``uri``: its syntax tree and its encoded context (an editor closed it)."""
+        self.rt.syntax.close(uri)
+        self.rt.contexts.take(("uri", uri))

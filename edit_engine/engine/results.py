@@ -1,0 +1,71 @@
+"""What the engine returns: a streamed ``Pass``, an ``InfillResult``, a ``Completion`` (an edit), and the small
+helpers every front end shares (languages by file suffix, the document size limit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import positions
+
+LANGUAGES_BY_SUFFIX = {
+    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
+    ".jsx": "javascript", ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
+    ".rs": "rust", ".go": "go", ".java": "java", ".c": "c", ".h": "c", ".cpp": "cpp", ".rb": "ruby",
+}
+MAX_DOCUMENT_CHARS = 5_000_000
+
+
+def unheal(text: str, healed: str) -> str:
+    """A healed fill's text without the partial word the prefix already holds (``Engine.healing``); text
+    that does not start with it (slot 0 still masked) is left as it is."""
+    return text[len(healed) :] if healed and text.startswith(healed) else text
+
+
+def language_for_path(path: str | Path) -> str:
+    return LANGUAGES_BY_SUFFIX.get(Path(path).suffix.lower(), "plaintext")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One refinement pass of a stream."""
+
+    index: int  # 0-based
+    text: str  # the whole span as it stands (committed tokens only)
+    masked: int  # undecided slots (masked, or not yet opened by growth); within a repair round it rises only by remasking
+    final: bool
+    nfe: int  # forward passes so far
+    start: int = 0  # character offsets of the span in the document (complete/stream_complete)
+    end: int = 0
+    stop_reason: str = ""  # on the final pass: complete | length | line
+
+
+@dataclass(frozen=True)
+class InfillResult:
+    text: str
+    passes: int  # refinement passes streamed
+    nfe: int  # forward passes of the denoiser
+    elapsed_ms: float
+    stop_reason: str  # complete (the model ended the fill) | length (max_tokens reached) | line (line stop:
+    # the first line of a single-line fill is decided) | cancelled
+    tokens: int = 0  # real tokens in the fill
+    timings: dict[str, float] = field(default_factory=dict)  # ms per stage
+
+
+@dataclass(frozen=True)
+class Completion(InfillResult):
+    start: int = 0  # character offsets: ``text`` replaces document[start:end]
+    end: int = 0
+    kind: str = ""  # the planner's span kind
+
+    def to_json(self, document: str) -> dict[str, Any]:
+        sl, sc = positions.line_col_of_offset(document, self.start)
+        el, ec = positions.line_col_of_offset(document, self.end)
+        return {
+            "text": self.text, "start": {"line": sl, "col": sc}, "end": {"line": el, "col": ec},
+            "kind": self.kind, "passes": self.passes, "nfe": self.nfe, "elapsed_ms": round(self.elapsed_ms, 2),
+            "stop_reason": self.stop_reason, "tokens": self.tokens,
+            "timings": {k: round(v, 2) for k, v in self.timings.items()},
+        }
+

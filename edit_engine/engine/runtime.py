@@ -1,0 +1,84 @@
+"""A loaded model and what the engine's parts share about it: the tokenizer, the checkpoint's sampler settings,
+the vocabulary tables, the per-document stores (encoded contexts, syntax trees) and the decoder of its kind."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import syntax
+from ..interfaces import CanvasModel, TextTokenizer
+from ..sampler import SamplerConfig
+from . import decoders
+from .contexts import ContextCacheConfig, ContextStore, context_ids, doc_key
+from .results import MAX_DOCUMENT_CHARS
+from .vocab import TokenTables
+
+
+def check_size(n: int) -> None:
+    """ValueError for a document over ``MAX_DOCUMENT_CHARS`` characters."""
+    if n > MAX_DOCUMENT_CHARS:
+        raise ValueError(f"document too large ({n:,} > {MAX_DOCUMENT_CHARS:,} chars)")
+
+
+class Runtime:
+    """One model with its tokenizer, settings, tables, stores and decoder. Thread-safe."""
+
+    def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, sampler: SamplerConfig | None = None,
+                 path: Path | None = None, record: dict[str, Any] | None = None,
+                 context_cache: ContextCacheConfig | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.sampler = sampler or SamplerConfig()
+        self.path = path
+        self.record = record or {}
+        self.contexts = ContextStore(context_cache)
+        self.tables = TokenTables(model, tokenizer)
+        self.decoder = decoders.for_model(model, tokenizer, self.contexts, self.tables)
+        self.syntax = syntax.SyntaxCache()
+        self._lock = threading.Lock()
+
+    @property
+    def canvas(self) -> bool:
+        """The model denoises a canvas (not the autoregressive baseline): ``Decoder.canvas``."""
+        return self.decoder.canvas
+
+    def config(self, max_tokens: int | None, overrides: dict[str, Any]) -> SamplerConfig:
+        """The sampler settings of a call: the checkpoint's, overridden, ``max_tokens`` clamped to the model."""
+        if "max_commit" in overrides and "min_commit" not in overrides and overrides["max_commit"]:
+            # A ceiling below the checkpoint's floor (sampler.json) lowers the floor with it.
+            overrides = {**overrides, "min_commit": min(self.sampler.min_commit, int(overrides["max_commit"]))}
+        cfg = self.sampler.with_(**overrides) if overrides else self.sampler
+        max_canvas = self.model.cfg.max_canvas
+        if max_tokens is not None:
+            if max_tokens < 1:
+                raise ValueError("max_tokens must be >= 1")
+            cfg = cfg.with_(max_tokens=min(max_tokens, max_canvas), initial_canvas=min(cfg.initial_canvas, max_tokens))
+        elif cfg.max_tokens > max_canvas:
+            cfg = cfg.with_(max_tokens=max_canvas)
+        return cfg
+
+    def context_ids(self, prefix: str, suffix: str) -> tuple[list[int], list[int]]:
+        """The model's context tokens for a hole (``contexts.context_ids`` within the model's budget)."""
+        mc = self.model.cfg
+        return context_ids(self.tokenizer, mc.max_prefix, mc.max_suffix, prefix, suffix)
+
+    def key(self, uri: str | None, p_ids: list[int], s_ids: list[int]) -> Hashable:
+        return doc_key(uri, p_ids, s_ids)
+
+    def document(self, text: str, language: str, uri: str | None) -> syntax.Document:
+        """The syntax tree of a document (kept per ``uri``, so it is re-parsed incrementally)."""
+        check_size(len(text))
+        return self.syntax.get(uri, text, language) if uri else syntax.Document.parse(text, language)
+
+    def scores(self, canvas: torch.Tensor, cache: Any) -> torch.Tensor:
+        """One scoring pass: the model's probability of each slot's current token. canvas (C,) -> (C,)."""
+        logits = self.model.canvas_logits(canvas.reshape(1, -1), cache)[0].float()  # (C, V)
+        return torch.softmax(logits, -1).gather(-1, canvas.reshape(-1, 1)).squeeze(-1)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text)) if text else 0
