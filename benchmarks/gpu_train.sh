@@ -34,12 +34,6 @@ CMP=(); [ -n "${COMPILE:-}" ] && CMP=(--compile)
 # holes per row for diffusion (HOLES=1 for one). On a GPU, where the first run supervised about 3% of each row's
 # tokens (768 + 256 context, ~33 canvas slots), this is where the next run's compute goes.
 WIN=(); [ -n "${HOLES:-}" ] && WIN=(--holes-per-window "$HOLES" --window-span "${SPAN:-64}")
-# PRETRAIN=F: diff_mid (the run from scratch) trains the first F of its minutes on long spans of running text
-# (train --pretrain-share F, docs/training.md); diff_small is warm-started and has no pretraining phase.
-PRE=(); [ -n "${PRETRAIN:-}" ] && PRE=(--pretrain-share "$PRETRAIN")
-# CORRUPT=F: both diffusion runs train with self-correction (train --corrupt F: wrong visible canvas tokens,
-# every visible slot supervised), so the sampler's remask can be swept on the checkpoints (docs/experiments.md, "Self-correction").
-COR=(); [ -n "${CORRUPT:-}" ] && COR=(--corrupt "$CORRUPT")
 # EXTRA=DIR: every run (the AR baseline too, so it sees the same data) also draws EXTRA_SHARE (default 0.1) of
 # its examples from the extra corpus of small functions at DIR (train --extra-corpus, docs/training.md). Build
 # it with benchmarks/algorithm_corpus.sh runs/extra and copy runs/extra to the GPU machine (2.1 MB of source).
@@ -91,9 +85,9 @@ KB=(); [ "$DEVICE" = cpu ] && KB=(--smoke)
 ( EDIT_ENGINE_KERNELS=auto timeout 240 python -m edit_engine.kernels.bench "${KB[@]}" --json "$RES/kernels_bench.json" \
   > "$RES/kernels_bench.txt" 2>&1; note "kernels.bench exit $?" ) &
 has() { [[ " $RUNS " == *" $1 "* ]]; }
-has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" "${WIN[@]}" "${PRE[@]}" "${COR[@]}" &
+has diff_mid && run diff_mid --preset mid --tokenizer "$TOK" --workers "${W:-5}" "${WIN[@]}" &
 has ar_mid && run ar_mid --preset mid --tokenizer "$TOK" --objective ar --workers "${W:-5}" &
-has diff_small && run diff_small --preset small --workers "${W:-4}" --init edit_engine/models/default "${WIN[@]}" "${COR[@]}" &
+has diff_small && run diff_small --preset small --workers "${W:-4}" --init edit_engine/models/default "${WIN[@]}" &
 wait
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv >> "$RES/machine.txt" 2>&1
 

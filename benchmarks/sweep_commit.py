@@ -19,7 +19,7 @@ as context (``function_holes``). They are cut from the training corpus's validat
 puts them in ``val``; the training run never sees them), or with ``--corpus DIR --all-files`` from every file of
 a root no checkpoint trained on.
 
-For each commit policy (score x threshold x floor) it fills every hole and reports exact match (the line
+For each commit policy (threshold x floor) it fills every hole and reports exact match (the line
 exactly), line-prefix accuracy (how much of the true line the fill gets right from the start, in characters,
 indentation included), edit similarity (``harness.edit_similarity``: whitespace around the line stripped),
 forward passes per generated token, milliseconds per fill, the share of empty fills and the share of fills after
@@ -43,26 +43,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# (score, threshold, pad_threshold, min_commit): the commit policy (threshold, and the floor of slots committed
-# per pass), and the length rule's threshold (sampler module doc).
-POLICIES: list[tuple[str, float, float, int]] = [
-    ("confidence", 1.01, 0.5, 1),  # one slot per pass: the most confident (no parallelism)
-    ("confidence", 0.9, 0.5, 1),
-    ("confidence", 0.7, 0.5, 1),
-    ("confidence", 0.5, 0.5, 1),
-    ("margin", 0.7, 0.5, 1),
-    ("entropy", 0.7, 0.5, 1),
-    ("confidence", 0.9, 0.3, 1),
-    ("confidence", 0.9, 0.2, 1),
-    ("confidence", 0.9, 0.7, 1),
+# (threshold, pad_threshold, min_commit): the commit policy (threshold, and the floor of slots committed per
+# pass), and the length rule's threshold (sampler module doc).
+POLICIES: list[tuple[float, float, int]] = [
+    (1.01, 0.5, 1),  # one slot per pass: the most confident (no parallelism)
+    (0.9, 0.5, 1),
+    (0.7, 0.5, 1),
+    (0.5, 0.5, 1),
+    (0.9, 0.3, 1),
+    (0.9, 0.2, 1),
+    (0.9, 0.7, 1),
     # the floor: at least k slots per pass, the k most confident, whatever their confidence
-    ("confidence", 0.9, 0.5, 2),
-    ("confidence", 0.9, 0.5, 3),
-    ("confidence", 0.9, 0.5, 4),
-    ("confidence", 0.9, 0.5, 6),
-    ("confidence", 0.9, 0.5, 8),
-    ("confidence", 0.9, 0.5, 16),
-    ("margin", 0.9, 0.5, 4),
+    (0.9, 0.5, 2),
+    (0.9, 0.5, 3),
+    (0.9, 0.5, 4),
+    (0.9, 0.5, 6),
+    (0.9, 0.5, 8),
+    (0.9, 0.5, 16),
 ]
 
 
@@ -92,8 +89,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--floor-ramp", type=int, default=0, metavar="R",
                     help="every row with the floor ramped up over the first passes, R, 2R, 4R, ... up to the row's "
                     "floor (SamplerConfig.floor_ramp; 0 = off)")
-    ap.add_argument("--remask", type=float, default=0.0, metavar="P",
-                    help="every row with remasking below P (SamplerConfig.remask; models trained with --corrupt)")
     ap.add_argument("--floors", help="only the default policy (confidence, 0.9) at these floors, e.g. 1,2,4")
     ap.add_argument("--document", action="store_true",
                     help="the editor's path: Engine.complete on the hole's document, the cursor on an empty line of "
@@ -121,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--floor-ramp: 0 (off) or a first-pass floor >= 1")
     if not all(0.0 <= p <= 1.0 for p in pads):  # SamplerConfig's range; 0 turns the length rule off
         ap.error("--pad-thresholds: each between 0 and 1 (0: the length rule off)")
-    policies = POLICIES if floors is None else [("confidence", 0.9, p, f) for f in sorted(floors) for p in pads]
+    policies = POLICIES if floors is None else [(0.9, p, f) for f in sorted(floors) for p in pads]
     from edit_engine import Engine
     from edit_engine.eval.benchmarks import Task
     from edit_engine.eval.harness import document_filler, edit_similarity, has_code
@@ -152,9 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     # The parse check counts only holes whose file parses as it is (some corpus files are Python 2 or templates).
     parse_ok_files = [parses(wp + line + ws) for _, _, line, wp, ws in cases]
     rows: list[dict[str, Any]] = []
-    print(f"{'score':<11}{'threshold':>10}{'pad thr':>8}{'floor':>6}{'exact':>8}{'prefix acc':>12}{'edit sim':>10}{'nfe/token':>11}{'ms/fill':>9}"
+    print(f"{'threshold':>10}{'pad thr':>8}{'floor':>6}{'exact':>8}{'prefix acc':>12}{'edit sim':>10}{'nfe/token':>11}{'ms/fill':>9}"
           f"{'empty':>7}{'parse':>7}{'code':>7}", flush=True)
-    for score, thr, pthr, floor in policies:
+    for thr, pthr, floor in policies:
         if a.only_floors and floor == 1:
             continue
         exact = acc = sim = 0.0
@@ -162,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         empty = parsed = code_parsed = 0
         ms: list[float] = []
         sims: list[float] = []
-        kw = dict(score=score, threshold=thr, pad_threshold=pthr, min_commit=floor, spread=a.spread,
-                  remask=a.remask, floor_ramp=a.floor_ramp, novel_penalty=a.novel_penalty)
+        kw = dict(threshold=thr, pad_threshold=pthr, min_commit=floor, spread=a.spread,
+                  floor_ramp=a.floor_ramp, novel_penalty=a.novel_penalty)
         doc_fill = (document_filler(eng, whole_lines=not (words or bodies), line_stop=not a.no_line_stop,
                                     repair=not a.no_repair, **kw) if a.document else None)
         for (pre, suf, line, whole_pre, whole_suf), check in zip(cases, parse_ok_files, strict=True):
@@ -194,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             parsed += ok
             code_parsed += ok and has_code(fill)
         n = len(cases)
-        row = {"score": score, "threshold": thr, "pad_threshold": pthr, "min_commit": floor,
+        row = {"threshold": thr, "pad_threshold": pthr, "min_commit": floor,
                "floor_ramp": a.floor_ramp, "novel_penalty": a.novel_penalty, "n": n, "exact_match": exact / n, "prefix_acc": acc / n,
                "edit_sim": sim / n,
                "nfe_per_token": nfe / max(1, toks), "ms_per_fill": statistics.median(ms), "empty_share": empty / n,
@@ -202,10 +197,10 @@ def main(argv: list[str] | None = None) -> int:
                "code_parse_ok": code_parsed / max(1, sum(parse_ok_files)),
                "edit_sims": sims}  # per hole, in order, for paired comparisons of two checkpoints
         rows.append(row)
-        print(f"{score:<11}{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
+        print(f"{thr:>10.2f}{pthr:>8.2f}{floor:>6}{row['exact_match']:>8.3f}{row['prefix_acc']:>12.3f}"
               f"{row['edit_sim']:>10.3f}{row['nfe_per_token']:>11.3f}{row['ms_per_fill']:>9.1f}{row['empty_share']:>7.2f}{row['parse_ok']:>7.2f}{row['code_parse_ok']:>7.2f}",
               flush=True)
-    res = {"model": str(eng.path), "holes": a.holes, "corpus": a.corpus, "all_files": a.all_files, "document": a.document, "repair": not a.no_repair, "initial_canvas": a.initial_canvas, "spread": a.spread, "remask": a.remask, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
+    res = {"model": str(eng.path), "holes": a.holes, "corpus": a.corpus, "all_files": a.all_files, "document": a.document, "repair": not a.no_repair, "initial_canvas": a.initial_canvas, "spread": a.spread, "n": len(cases), "parse_checked": sum(parse_ok_files), "line_stop": not a.no_line_stop, "rows": rows,
            "command": " ".join(sys.argv)}
     if a.json:
         with open(a.json, "w") as f:

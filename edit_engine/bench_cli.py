@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cli import UserError, _command, add_dtype_arg
+from .cli_args import UserError, add_dtype_arg
 
 if TYPE_CHECKING:
     import torch
@@ -95,6 +95,7 @@ class Row:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bench", help="fill latency of each sampler (naive, nocache, fast, ar) and of typing")
+    p.set_defaults(handler=_bench)
     p.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")
     p.add_argument("--quick", action="store_true", help="small grid: about a minute on a 2-core CPU")
     p.add_argument("--model", help="diffusion checkpoint directory (default: the packaged model)")
@@ -118,7 +119,6 @@ def _ints(s: str) -> tuple[int, ...]:
     return tuple(int(x) for x in s.split(",") if x)
 
 
-@_command("bench")
 def _bench(a: argparse.Namespace) -> int:
     import torch
 

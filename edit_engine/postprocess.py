@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+from .plan import Plan
 from .syntax import Grammar
-
-if TYPE_CHECKING:
-    from .planner import Plan
 
 _WS = re.compile(r"\s+")
 TAB_WIDTH = 4  # columns of a tab when a tab-indented document meets space-indented text

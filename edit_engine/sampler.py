@@ -33,14 +33,6 @@ committed slot never changes, so the first line is exactly the one the full run 
 The stop reason is ``line``. (This holds for one denoising run; the engine's repair rounds start from the canvas
 as it stopped, its tail still masked, so a repaired fill may differ from repairing a fully denoised canvas.)
 
-Remasking (``remask`` > 0, self-correction; ReMDM, Wang et al. 2025, and WINO, Hong et al. 2025, revoke drafts
-the same way). A pass's logits cover every canvas slot, the committed ones too. A model trained with
-``--corrupt`` (``train/data.py``) learns there whether the token it sees belongs, so each pass also re-reads the
-earlier drafts: a committed real token whose probability fell below ``remask`` now that its neighbours are
-decided goes back to the mask and is predicted again in a later pass, at most ``remask_limit`` times per slot
-(which bounds the extra passes). Pads are never remasked, so the length stays as decided. With remasking, a
-committed slot can change, so the line stop gives the first line as decided when it stops.
-
 Novel names (``novel_penalty`` > 0, given to the run as ``bias``: ``Engine.novelty_bias``). A small model
 invents names: ``len(lens)`` where the function's list is ``numbers``. Code mostly uses the names its context
 defines, or the language's common ones. So a name token (a word, with or without its leading space) whose word
@@ -61,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
@@ -74,20 +67,97 @@ from edit_engine import kernels
 from .interfaces import CanvasModel
 from .model import CANVAS, PREFIX, SUFFIX, ContextCache, DiffusionLM
 
-SCORES = kernels.commit.SCORES
-
-
 MAX_SPREAD = 8  # the Triton commit kernel unrolls one neighbour test per unit of radius
 
 
-def spread_radius(value: object) -> int:
-    """A spread setting as its radius: an int from 0 (off) to ``MAX_SPREAD``, or a bool (true = 1, false = 0).
-    The one check behind ``SamplerConfig``, the CLI's ``--spread`` and the LSP's ``spread`` setting."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int) and 0 <= value <= MAX_SPREAD:
+@dataclass(frozen=True)
+class Setting:
+    """One sampler setting: its type, range and meaning. The one definition the rest derives from: the
+    ``SamplerConfig`` check, the CLI flags (``flag``), the language server's and VS Code's keys (``key``) and
+    the server's request fields all check and describe a setting through it."""
+
+    name: str
+    kind: type  # int, float or bool
+    lo: float | None = None  # smallest value allowed
+    hi: float | None = None  # largest value allowed (``hi_open``: the bound itself is not)
+    hi_open: bool = False
+    help: str = ""
+    metavar: str = "N"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def key(self) -> str:
+        """The camelCase key of editor settings and JSON requests."""
+        head, *rest = self.name.split("_")
+        return head + "".join(w.title() for w in rest)
+
+    def want(self) -> str:
+        """What the setting takes, in words (error messages)."""
+        if self.kind is bool:
+            return "true or false"
+        what = "an integer" if self.kind is int else "a number"
+        if self.lo is not None and self.hi is not None:
+            return f"{what} from {self.lo:g} to {self.hi:g}" + (" (exclusive)" if self.hi_open else "")
+        return f"{what} >= {self.lo:g}" if self.lo is not None else what
+
+    def check(self, value: Any) -> Any:
+        """``value`` as this setting holds it, or ValueError naming the setting and what it takes. ``spread``
+        also takes true (1) / false (0)."""
+        if self.name == "spread" and isinstance(value, bool):
+            return int(value)
+        if self.kind is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"{self.name} must be {self.want()}; got {value!r}")
+            return value
+        ok = not isinstance(value, bool) and isinstance(value, (int, float) if self.kind is float else int)
+        if ok and self.kind is float:
+            value = float(value)
+            ok = math.isfinite(value)
+        if ok and self.lo is not None and value < self.lo:
+            ok = False
+        if ok and self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi):
+            ok = False
+        if not ok:
+            raise ValueError(f"{self.name} must be {self.want()}; got {value!r}")
         return value
-    raise ValueError(f"spread must be a radius from 0 (off) to {MAX_SPREAD}, or true (1) / false (0); got {value!r}")
+
+    def parse(self, text: str) -> Any:
+        """A command-line value: ``text`` converted and checked (ValueError with what it takes)."""
+        try:
+            value = self.kind(text) if self.kind is not bool else text.strip().lower() in ("1", "true", "yes")
+        except ValueError:
+            raise ValueError(f"expected {self.want()}, got {text!r}") from None
+        return self.check(value)
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    Setting("threshold", float, 0.0, help="commit every masked slot whose confidence is at least this (above 1: "
+            "only the floor)", metavar="P"),
+    Setting("min_commit", int, 1, help="floor: slots committed per pass even if none clears the threshold"),
+    Setting("spread", int, 0, MAX_SPREAD, help="no two slots the floor commits in one pass lie within this many "
+            "slots of each other (0 = off)", metavar="R"),
+    Setting("max_commit", int, 0, help="ceiling: slots committed per pass at most (0 = no ceiling)"),
+    Setting("floor_ramp", int, 0, help="the floor ramps up over a fresh canvas's first passes: R slots, then 2R, "
+            "4R, ... up to min_commit (0 = off)", metavar="R"),
+    Setting("temperature", float, 0.0, 2.0, help="0 = greedy; above 0 samples each slot's token from "
+            "softmax(logits / T)", metavar="T"),
+    Setting("initial_canvas", int, 1, help="slots of the first canvas"),
+    Setting("max_tokens", int, 1, help="the canvas never grows past this many slots"),
+    Setting("min_tokens", int, 0, help="the fill has at least this many real tokens"),
+    Setting("pad_threshold", float, 0.0, 1.0, help="length rule: the fill ends at the first slot whose pad "
+            "probability reaches this (0 = pads slot by slot)", metavar="P"),
+    Setting("line_stop", bool, help="single-line fills: stop once the first line is decided"),
+    Setting("novel_penalty", float, 0.0, 100.0, help="taken off the logit of every name that occurs nowhere in "
+            "the context and is not a common word of the language (0 = off)", metavar="P"),
+)}
+
+
+def spread_radius(value: object) -> int:
+    """A spread setting as its radius: an int from 0 (off) to ``MAX_SPREAD``, or a bool (true = 1, false = 0)."""
+    return int(SETTINGS["spread"].check(value))
 
 
 def set_overrides(**settings: Any) -> dict[str, Any]:
@@ -97,64 +167,34 @@ def set_overrides(**settings: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """How the canvas is denoised. Defaults are the speed/quality point documented in the README."""
+    """How the canvas is denoised (each field's meaning and range: ``SETTINGS``). Defaults are the plain
+    sampler; a checkpoint's ``sampler.json`` holds its measured operating point."""
 
-    threshold: float = 0.9  # commit every masked slot whose score is at least this (> 1: only the floor)
-    score: str = "confidence"  # confidence | margin | entropy (kernels.commit)
-    min_commit: int = 1  # floor: slots committed per pass even if none clears the threshold
-    # R > 0: the floor takes no two slots within R of each other (each the best of its +-R masked neighbourhood,
+    threshold: float = 0.9
+    min_commit: int = 1
+    # The floor takes no two slots within R of each other (each the best of its +-R masked neighbourhood,
     # kernels.commit.spread_eligible): neighbours chosen independently in one pass are where parallel decoding
     # breaks (a repeated word, a doubled bracket). Threshold commits are unaffected. Once no more than
-    # ``min_commit`` slots are masked, the floor takes them all (kernels.commit.commit_mask_ref). true in JSON = 1.
+    # ``min_commit`` slots are masked, the floor takes them all (kernels.commit.commit_mask_ref).
     spread: int = 0
-    max_commit: int = 0  # ceiling: at most this many per pass (0 = no ceiling)
-    # R > 0: the floor ramps up over a fresh canvas's passes, R, 2R, 4R, ... up to ``min_commit`` (module doc;
-    # ``floor_at``). Canvases given to the run (repair, rewrite) keep ``min_commit`` from their first pass. 0 = off.
+    max_commit: int = 0
+    # Canvases given to the run (repair, rewrite) keep ``min_commit`` from their first pass (``floor_at``).
     floor_ramp: int = 0
-    temperature: float = 0.0  # 0 = greedy; > 0 samples each slot's token from softmax(logits / T)
-    initial_canvas: int = 16  # slots of the first canvas
-    max_tokens: int = 128  # the canvas never grows past this
-    pad_rules: bool = True  # pads only at the tail (see module doc)
-    min_tokens: int = 1  # the fill has at least this many real tokens (pad forbidden in the first slots)
-    pad_threshold: float = 0.5  # length rule (module doc): fill length from the first pass's pad probabilities
-    line_stop: bool = False  # single-line fills: end once the first line is decided (module doc, "Line stop")
-    # Self-correction (module doc, "Remasking"): a committed real token whose probability under a later pass is
-    # below ``remask`` goes back to the mask, at most ``remask_limit`` times per slot. 0 = off. Only for models
-    # trained to judge visible tokens (``edit-engine train --corrupt``); others score them meaninglessly.
-    remask: float = 0.0
-    remask_limit: int = 1
-    # Copy prior (module doc, "Novel names"): this much is taken off the logit of every name token that occurs
-    # nowhere in the model's context and is not one of the language's common words. 0 = off.
-    novel_penalty: float = 0.0
+    temperature: float = 0.0
+    initial_canvas: int = 16
+    max_tokens: int = 128
+    min_tokens: int = 1
+    pad_threshold: float = 0.5  # module doc, "Length rule"
+    line_stop: bool = False  # module doc, "Line stop"
+    novel_penalty: float = 0.0  # module doc, "Novel names"
 
     def __post_init__(self) -> None:
-        if self.score not in SCORES:
-            raise ValueError(f"score={self.score!r}; expected one of {SCORES}")
-        if not 0.0 <= self.threshold:
-            raise ValueError("threshold must be >= 0")
-        if not isinstance(self.line_stop, bool):
-            raise ValueError("line_stop must be true or false")
-        object.__setattr__(self, "spread", spread_radius(self.spread))  # true/false from JSON -> 1/0
-        if self.min_commit < 1 or self.max_commit < 0:
-            raise ValueError("min_commit must be >= 1 and max_commit >= 0")
+        for f in fields(self):
+            object.__setattr__(self, f.name, SETTINGS[f.name].check(getattr(self, f.name)))
         if self.max_commit and self.max_commit < self.min_commit:
             raise ValueError("max_commit must be >= min_commit")
-        if self.floor_ramp < 0:
-            raise ValueError("floor_ramp must be >= 0 (0 = off)")
-        if self.initial_canvas < 1 or self.max_tokens < 1:
-            raise ValueError("initial_canvas and max_tokens must be >= 1")
-        if self.temperature < 0:
-            raise ValueError("temperature must be >= 0")
-        if not 0 <= self.min_tokens <= self.max_tokens:
+        if self.min_tokens > self.max_tokens:
             raise ValueError("min_tokens must be between 0 and max_tokens")
-        if not 0.0 <= self.pad_threshold <= 1.0:
-            raise ValueError("pad_threshold must be between 0 and 1")
-        if not 0.0 <= self.remask < 1.0:
-            raise ValueError("remask must be a probability, 0 <= remask < 1 (0 = off)")
-        if not 0 <= self.remask_limit <= 100:
-            raise ValueError("remask_limit must be between 0 and 100")
-        if not 0.0 <= self.novel_penalty <= 100.0:
-            raise ValueError("novel_penalty must be between 0 (off) and 100")
 
     def floor_at(self, n_pass: int) -> int:
         """The floor of pass ``n_pass`` (0-based) over a fresh canvas: ``min_commit``, or with ``floor_ramp``
@@ -169,7 +209,7 @@ class SamplerConfig:
     @classmethod
     def for_checkpoint(cls, path: str | Path | None) -> SamplerConfig:
         """The checkpoint's own operating point: ``sampler.json`` beside its weights (fields of this class, as
-        measured for that model, e.g. by ``scripts/sweep_commit.py``), else the defaults."""
+        measured for that model, e.g. by ``benchmarks/sweep_commit.py``), else the defaults."""
         f = Path(path) / SAMPLER_FILE if path is not None else None
         if f is None or not f.is_file():
             return cls()
@@ -193,7 +233,7 @@ class Step:
 
     index: int  # 0-based pass number
     tokens: torch.Tensor  # (C,) canvas ids; masked slots hold the mask id
-    masked: int  # undecided slots: still masked, or not yet opened by canvas growth (rises only by remasking)
+    masked: int  # undecided slots: still masked, or not yet opened by canvas growth (never rises)
     nfe: int  # forward passes so far
     final: bool
     stop_reason: str  # "" while running; "complete" (a pad ended the fill), "length" (max_tokens reached) or
@@ -206,9 +246,8 @@ def _pad_banned(canvas: torch.Tensor, masked: torch.Tensor, pad_id: int, cfg: Sa
     ``extra``: before the length the length rule chose)."""
     ban = torch.zeros_like(masked) if extra is None else extra.clone()
     ban[:, : cfg.min_tokens] = True
-    if cfg.pad_rules:
-        real = (~masked) & (canvas != pad_id)  # (B, C)
-        ban |= real.flip(-1).cummax(-1).values.flip(-1)  # some real token committed at a slot >= j
+    real = (~masked) & (canvas != pad_id)  # (B, C)
+    ban |= real.flip(-1).cummax(-1).values.flip(-1)  # some real token committed at a slot >= j
     return ban
 
 
@@ -256,27 +295,6 @@ def decide_length(
     length_ban |= j < first.unsqueeze(-1)
 
 
-def remask_budget(masked: torch.Tensor, cfg: SamplerConfig) -> torch.Tensor | None:
-    """(B, C) int: how many more times each slot may be remasked (``cfg.remask_limit`` for the slots this run
-    decides, 0 for slots it was given); None when remasking is off."""
-    if cfg.remask <= 0 or cfg.remask_limit <= 0:
-        return None
-    return masked.long() * cfg.remask_limit
-
-
-def remask_drafts(logits: torch.Tensor, canvas: torch.Tensor, masked: torch.Tensor, budget: torch.Tensor,
-                  cfg: SamplerConfig, pad_id: int, mask_id: int) -> torch.Tensor:
-    """Remasking (module doc), in place on ``canvas`` and ``budget``: every committed real token with budget
-    left whose probability under this pass's ``logits`` (raw, before any ban) is below ``cfg.remask`` gets the
-    mask id back. Returns those slots (B, C) bool; the caller marks them masked after this pass's commit, so a
-    slot is re-predicted from a mask, never in the pass that doubted it. No host read."""
-    p = torch.softmax(logits.float(), -1).gather(-1, canvas.unsqueeze(-1)).squeeze(-1)  # (B, C)
-    bad = (~masked) & (canvas != pad_id) & (canvas != mask_id) & (budget > 0) & (p < cfg.remask)
-    canvas.masked_fill_(bad, mask_id)
-    budget -= bad.long()
-    return bad
-
-
 def commit_pass(
     logits: torch.Tensor,
     canvas: torch.Tensor,
@@ -286,29 +304,21 @@ def commit_pass(
     mask_id: int,
     gen: torch.Generator | None = None,
     length_ban: torch.Tensor | None = None,
-    budget: torch.Tensor | None = None,
     floor: int | None = None,
     first: torch.Tensor | None = None,
 ) -> None:
-    """One pass's decision, shared by every sampler: remask doubted drafts (``budget``: ``remask_budget``'s
-    tensor, None = off), constrain, score, commit, propagate pads (in place). ``floor``: this pass's floor
-    (``cfg.floor_at``; None = ``cfg.min_commit``). ``first`` (V,) bool: the only tokens slot 0 may take (a
-    block header's keyword, ``keyword_tokens``; a healed word's tokens, ``Engine.healing``); None = any."""
-    redo = remask_drafts(logits, canvas, masked, budget, cfg, pad_id, mask_id) if budget is not None else None
+    """One pass's decision, shared by every sampler: constrain, score, commit, propagate pads (in place).
+    ``floor``: this pass's floor (``cfg.floor_at``; None = ``cfg.min_commit``). ``first`` (V,) bool: the only
+    tokens slot 0 may take (a block header's keyword, ``keyword_tokens``; a healed word's tokens); None = any."""
     if first is not None:
         logits[:, 0].masked_fill_(~first.to(logits.device), float("-inf"))
     logits[..., mask_id] = float("-inf")  # the model never commits a mask
-    # A remasked slot counts as real here (not masked, not a pad): pads stay banned up to it, so the length the
-    # run chose holds and the slot is refilled with a real token.
     logits[..., pad_id].masked_fill_(_pad_banned(canvas, masked, pad_id, cfg, length_ban), float("-inf"))
     kernels.commit_step(
-        logits, canvas, masked, cfg.threshold, cfg.score, cfg.min_commit if floor is None else floor,
-        cfg.max_commit, _choice(logits, cfg.temperature, gen), cfg.spread,
+        logits, canvas, masked, cfg.threshold, cfg.min_commit if floor is None else floor, cfg.max_commit,
+        _choice(logits, cfg.temperature, gen), cfg.spread,
     )
-    if redo is not None:
-        masked |= redo
-    if cfg.pad_rules:
-        _propagate_pads(canvas, masked, pad_id)
+    _propagate_pads(canvas, masked, pad_id)
 
 
 def newline_tokens(decode: Callable[[list[int]], str], vocab_size: int) -> torch.Tensor:
@@ -345,16 +355,9 @@ def grow_canvas(
             torch.cat([length_ban, torch.zeros_like(fresh, dtype=torch.bool)], 1))
 
 
-def grow_budget(budget: torch.Tensor, new: int, cfg: SamplerConfig) -> torch.Tensor:
-    """The remask budget extended to ``new`` slots (the grown canvas's fresh slots get the full limit)."""
-    fresh = torch.full((budget.shape[0], new - budget.shape[1]), cfg.remask_limit, dtype=budget.dtype,
-                       device=budget.device)
-    return torch.cat([budget, fresh], 1)
-
-
 class DenoiseState:
-    """One denoising run's state (batch ``B``, usually 1): canvas, masks, the length rule's ban, the remask
-    budget and the pass counters. The one state machine behind every sampler that shares a forward pass: the
+    """One denoising run's state (batch ``B``, usually 1): canvas, masks, the length rule's ban and the pass
+    counters. The one state machine behind every sampler that shares a forward pass: the
     library's ``denoise`` steps one run; the server's batching scheduler steps many runs on the rows of one
     forward pass. Per pass: ``step`` (or ``step_hidden``) on the run's logits, then ``advance`` with the host
     values of ``stats`` (read for many runs at once), which says whether the run stopped and grows a full canvas.
@@ -387,7 +390,6 @@ class DenoiseState:
         self.use_length = cfg.pad_threshold > 0 and init is None  # repair / rewrite canvases keep their length
         self.ramp = init is None  # the floor ramp (cfg.floor_at) is for a fresh canvas
         self.length_ban = torch.zeros_like(self.masked)  # (B, C): pads forbidden here by the length rule
-        self.budget = remask_budget(self.masked, cfg)  # (B, C) remasks left per slot, or None
         self.open_from: int | None = 0 if self.use_length else None  # slots from here await the length rule
         self.nfe = 0  # forward passes so far
         self.index = 0  # the next pass's index
@@ -411,10 +413,9 @@ class DenoiseState:
 
     def wants_logits(self, model: object) -> bool:
         """Whether the next pass needs the canvas logits; False where ``step_hidden`` may take the hidden states
-        instead (greedy, no remasking, no slot-0 table, a float ``DiffusionLM`` with a tied head, no length
+        instead (greedy, no slot-0 table, a float ``DiffusionLM`` with a tied head, no length
         decision pending)."""
-        return not (self.open_from is None and self.cfg.temperature <= 0 and self.budget is None
-                    and self.first is None and isinstance(model, DiffusionLM) and not model.int8)
+        return not (self.open_from is None and self.cfg.temperature <= 0 and self.first is None and isinstance(model, DiffusionLM) and not model.int8)
 
     def step(self, logits: torch.Tensor) -> None:
         """One pass's decision from this run's canvas logits (B, C, V): the length rule on freshly opened slots,
@@ -425,7 +426,7 @@ class DenoiseState:
                           self.pad_id, self.mask_id)
             self.open_from = None
         commit_pass(logits, self.canvas, self.masked, self.cfg, self.pad_id, self.mask_id, self.gen,
-                    self.length_ban, self.budget, self.floor, self.first)
+                    self.length_ban, self.floor, self.first)
         self.nfe += 1
 
     def step_hidden(self, h: torch.Tensor, head_weight: torch.Tensor) -> None:
@@ -435,11 +436,10 @@ class DenoiseState:
         cfg = self.cfg
         ban = _pad_banned(self.canvas, self.masked, self.pad_id, cfg, self.length_ban)
         with torch.no_grad():  # the head's weight is a parameter: no graph, and the Triton path on a GPU
-            idx, sc = kernels.head_token_stats(h, head_weight, cfg.score, self.mask_id, self.pad_id, ban, self.bias)
+            idx, sc = kernels.head_token_stats(h, head_weight, self.mask_id, self.pad_id, ban, self.bias)
         kernels.commit_from_stats(idx, sc, self.canvas, self.masked, cfg.threshold, self.floor, cfg.max_commit,
                                   cfg.spread)
-        if cfg.pad_rules:
-            _propagate_pads(self.canvas, self.masked, self.pad_id)
+        _propagate_pads(self.canvas, self.masked, self.pad_id)
         self.nfe += 1
 
     def stats(self) -> torch.Tensor:
@@ -464,7 +464,7 @@ class DenoiseState:
                 stop = "complete"
             elif self.size >= cfg.max_tokens:
                 stop = "length"
-        # Undecided slots: masked ones plus those the canvas may still grow into (rises only by remasking).
+        # Undecided slots: masked ones plus those the canvas may still grow into.
         undecided = 0 if stop else n_masked + max(0, cfg.max_tokens - self.size)
         step = Step(self.index, self.canvas[0].clone(), undecided, self.nfe, bool(stop), stop)
         if stop:
@@ -477,8 +477,6 @@ class DenoiseState:
             size = self.size
             self.canvas, self.masked, self.length_ban = grow_canvas(self.canvas, self.masked, self.length_ban,
                                                                     new, self.mask_id)
-            if self.budget is not None:
-                self.budget = grow_budget(self.budget, new, cfg)
             if self.use_length:
                 self.open_from = size
         return step
@@ -556,8 +554,7 @@ def reference_denoise(
         logits[:, mask_id] = float("-inf")
         logits[: cfg.min_tokens, pad_id] = float("-inf")
         last_real = max((j for j, t in enumerate(canvas) if t not in (mask_id, pad_id)), default=-1)
-        if cfg.pad_rules:
-            logits[: last_real + 1, pad_id] = float("-inf")
+        logits[: last_real + 1, pad_id] = float("-inf")
         logits[:no_pad_before, pad_id] = float("-inf")
         if open_from is not None:  # the length rule: first open slot with P(pad) >= threshold, and all after it
             p_pad = torch.softmax(logits.float(), -1)[:, pad_id]
@@ -578,7 +575,7 @@ def reference_denoise(
             if t == mask_id and float(conf[j]) > best_c:
                 best_j, best_c = j, float(conf[j])
         canvas[best_j] = int(tok[best_j])
-        if cfg.pad_rules and canvas[best_j] == pad_id:
+        if canvas[best_j] == pad_id:
             canvas = [pad_id if (j > best_j and t == mask_id) else t for j, t in enumerate(canvas)]
         n_masked = canvas.count(mask_id)
         stop = ""

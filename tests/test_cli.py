@@ -64,10 +64,11 @@ def test_spread_out_of_range_is_a_usage_error(value: str) -> None:
     assert p.returncode == 2 and "--spread" in p.stderr and "Traceback" not in p.stderr
 
 
-@pytest.mark.parametrize("value", ["1", "-0.1", "x"])
-def test_remask_out_of_range_is_a_usage_error(value: str) -> None:
-    p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--remask", value)
-    assert p.returncode == 2 and "--remask" in p.stderr and "Traceback" not in p.stderr
+def test_a_removed_sampler_setting_is_a_usage_error() -> None:
+    """Settings that measurements rejected (remask, score) are gone from every command."""
+    for flag in ("--remask", "--score"):
+        p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", flag, "0.5")
+        assert p.returncode == 2 and "unrecognized arguments" in p.stderr
 
 
 @pytest.mark.parametrize("value", ["1.5", "-0.1", "x"])

@@ -28,7 +28,7 @@ def _cases(dt: str) -> list[tuple[str, list[str], dict[str, Any]]]:
     f32 = dt == "fp32"
     return [
         ("_row_stats_kernel", [p, I32, I32, I32, I64, I64, "*fp32"],
-         {"SCORE": 1, "HAS_CHOICE": True, "BLOCK_R": 1, "BLOCK_V": 1024, "BIG": BIG}),
+         {"HAS_CHOICE": True, "BLOCK_R": 1, "BLOCK_V": 1024, "BIG": BIG}),
         ("_commit_kernel", [I64, "*fp32", I64, U8, "*fp32", U8, I32, F32, I32, I32],
          {"BLOCK_I": 64, "BLOCK_J": 64, "SPREAD": 2}),
         ("_rms_norm_kernel", [p] * 5 + [I32, I32, I32, I32, F32],
@@ -39,7 +39,7 @@ def _cases(dt: str) -> list[tuple[str, list[str], dict[str, Any]]]:
         ("_combine_kernel", ["*fp32", "*fp32", p] + [I32] * 11, {"HD": 64, "BLOCK_C": 64, "BLOCK_D": 64}),
         ("_head_split_kernel", [p, p, U8, "*fp32", "*fp32", "*i32"] + [I32] * 10,
          {"HAS_PAD_BAN": True, "HAS_BIAS": True, "BLOCK_M": 64, "BLOCK_V": 64, "BLOCK_K": 64, "F32": f32, "BIG": BIG}),
-        ("_head_combine_kernel", ["*fp32", "*i32", I64, "*fp32", I32, I32], {"SCORE": 2, "BLOCK_R": 128}),
+        ("_head_combine_kernel", ["*fp32", "*i32", I64, "*fp32", I32, I32], {"BLOCK_R": 128}),
     ]
 
 

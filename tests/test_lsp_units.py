@@ -49,11 +49,11 @@ def test_whole_document_change_replaces_the_text(text: str, new: str) -> None:
 
 def test_settings_defaults_and_valid_values(tmp_path: Path) -> None:
     s, warnings = parse({"modelPath": str(tmp_path), "maxTokens": 12, "threshold": 0.5, "streamPasses": True,
-                         "minCommit": 2, "spread": 3, "remask": 0.1, "floorRamp": 1})
+                         "minCommit": 2, "spread": 3, "floorRamp": 1})
     assert warnings == []
     assert s == Settings(model_path=str(tmp_path), max_tokens=12, threshold=0.5, stream_passes=True, min_commit=2,
-                         spread=3, remask=0.1, floor_ramp=1)
-    assert s.overrides() == {"threshold": 0.5, "min_commit": 2, "spread": 3, "remask": 0.1, "floor_ramp": 1}
+                         spread=3, floor_ramp=1)
+    assert s.overrides() == {"threshold": 0.5, "min_commit": 2, "spread": 3, "floor_ramp": 1}
     assert parse({"spread": True})[0].spread == 1 and parse({"spread": False})[0].spread == 0
     assert parse(None) == (Settings(), [])
     assert Settings().overrides() == {}
@@ -68,10 +68,10 @@ def test_settings_nested_section_and_partial_update() -> None:
 def test_invalid_settings_fall_back_to_defaults_with_a_warning(tmp_path: Path) -> None:
     base = Settings(max_tokens=9, threshold=0.3, stream_passes=True)
     s, warnings = parse({"modelPath": str(tmp_path / "missing"), "maxTokens": 0, "threshold": float("nan"),
-                         "streamPasses": 1, "typo": 3, "minCommit": 0, "spread": 9, "remask": 1.0,
+                         "streamPasses": 1, "typo": 3, "minCommit": 0, "spread": 9, "remask": 0.5,
                          "floorRamp": -1}, base)
     assert s == Settings()
-    assert len(warnings) == 9
+    assert len(warnings) == 9  # remask: a setting measurements rejected, now unknown
     assert all(any(k in w for w in warnings)
                for k in ("modelPath", "maxTokens", "threshold", "streamPasses", "typo", "minCommit", "spread",
                          "remask", "floorRamp"))
@@ -93,7 +93,6 @@ def test_any_json_gives_valid_settings(options: dict[str, Any]) -> None:
     assert s.threshold is None or s.threshold >= 0
     assert s.min_commit is None or (isinstance(s.min_commit, int) and s.min_commit >= 1)
     assert s.spread is None or (type(s.spread) is int and 0 <= s.spread <= 8)
-    assert s.remask is None or (type(s.remask) is float and 0 <= s.remask < 1)
     assert s.floor_ramp is None or (type(s.floor_ramp) is int and s.floor_ramp >= 0)
     assert isinstance(s.stream_passes, bool)
     assert s.model_path is None or Path(s.model_path).is_dir()

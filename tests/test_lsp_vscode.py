@@ -26,3 +26,18 @@ def test_vscode_extension_builds(tmp_path: Path) -> None:
         assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     js = (work / "out" / "extension.js").read_text()
     assert "registerInlineCompletionItemProvider" in js and "editEngine/pass" in js
+
+
+def test_the_extension_settings_are_the_servers_own() -> None:
+    """The manifest's sampler settings are generated from the one definition of each setting
+    (``python -m edit_engine.lsp.settings examples/vscode/package.json`` rewrites them), and every key the
+    extension sends is one the language server accepts."""
+    import json
+
+    from edit_engine.lsp import settings
+
+    props = json.loads((EXT / "package.json").read_text())["contributes"]["configuration"]["properties"]
+    for key, prop in settings.vscode_properties().items():
+        assert props.get(key) == prop, f"{key} drifted from sampler.SETTINGS; regenerate the manifest"
+    sent = {k.removeprefix("editEngine.") for k in props} - {"serverCommand"}
+    assert sent == set(settings._KEYS), sent ^ set(settings._KEYS)

@@ -27,11 +27,10 @@ def _run(model: DiffusionLM, tok: Tokenizer, p: list[int], s: list[int], cfg: Sa
 
 @settings(max_examples=30, deadline=None)
 @given(p=CONTEXT, s=CONTEXT, thr=st.floats(0.0, 1.5), temp=st.sampled_from([0.0, 0.7]),
-       init=st.sampled_from([1, 4, 8]), mx=st.sampled_from([8, 16, 24]),
-       score=st.sampled_from(["confidence", "margin", "entropy"]), seed=st.integers(0, 99))
-def test_stream_invariants(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer, p, s, thr, temp, init, mx, score,
+       init=st.sampled_from([1, 4, 8]), mx=st.sampled_from([8, 16, 24]), seed=st.integers(0, 99))
+def test_stream_invariants(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer, p, s, thr, temp, init, mx,
                            seed) -> None:
-    cfg = SamplerConfig(threshold=thr, temperature=temp, initial_canvas=init, max_tokens=mx, score=score)
+    cfg = SamplerConfig(threshold=thr, temperature=temp, initial_canvas=init, max_tokens=mx)
     steps = _run(tiny_model, tiny_tokenizer, p, s, cfg, seed)
     mask = tiny_tokenizer.mask_id
     assert steps and steps[-1].final and all(not x.final for x in steps[:-1])
@@ -142,7 +141,7 @@ def test_threshold_zero_commits_everything_in_one_pass(tiny_model: DiffusionLM, 
 
 
 def test_ceiling_limits_commits_per_pass(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
-    cfg = SamplerConfig(threshold=0.0, max_commit=2, initial_canvas=8, max_tokens=8, pad_rules=False)
+    cfg = SamplerConfig(threshold=0.0, max_commit=2, initial_canvas=8, max_tokens=8, min_tokens=8)
     steps = _run(tiny_model, tiny_tokenizer, [5, 6], [7], cfg)
     assert len(steps) == 4
     assert [s.masked for s in steps] == [6, 4, 2, 0]
@@ -185,10 +184,32 @@ def test_seeded_sampling_is_reproducible(tiny_model: DiffusionLM, tiny_tokenizer
 def test_bad_config_rejected() -> None:
     import pytest
 
-    for kw in ({"score": "vibes"}, {"min_commit": 0}, {"max_commit": 1, "min_commit": 2}, {"temperature": -1},
-               {"remask": -0.1}, {"remask": 1.0}, {"remask_limit": -1}, {"floor_ramp": -1}):
+    for kw in ({"min_commit": 0}, {"max_commit": 1, "min_commit": 2}, {"temperature": -1}, {"temperature": 2.5},
+               {"floor_ramp": -1}, {"threshold": float("nan")}, {"pad_threshold": 1.5}, {"line_stop": 1},
+               {"min_commit": 2.0}, {"novel_penalty": 101}, {"min_tokens": 9, "max_tokens": 8}):
         with pytest.raises(ValueError):
             SamplerConfig(**kw)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        SamplerConfig(score="confidence")  # type: ignore[call-arg]  (a rejected setting, removed)
+
+
+def test_each_setting_is_checked_and_named_by_its_one_definition() -> None:
+    """``SETTINGS`` has exactly the config's fields; the CLI flag and the camelCase key derive from the name;
+    a command-line value is parsed and checked by the same rule as the config."""
+    import dataclasses
+
+    import pytest
+
+    from edit_engine.sampler import SETTINGS
+
+    assert list(SETTINGS) == [f.name for f in dataclasses.fields(SamplerConfig)]
+    s = SETTINGS["pad_threshold"]
+    assert (s.flag, s.key) == ("--pad-threshold", "padThreshold")
+    assert s.parse("0.25") == 0.25
+    for bad in ("x", "1.5", "nan"):
+        with pytest.raises(ValueError):
+            s.parse(bad)
+    assert SETTINGS["spread"].check(True) == 1 and SETTINGS["min_commit"].parse("3") == 3
 
 
 @settings(max_examples=200, deadline=None)
@@ -229,7 +250,7 @@ def test_spread_floor_changes_what_a_model_commits(tiny_model: DiffusionLM, tiny
     pre, suf = tok.encode("def f(x):\n    return "), tok.encode("\n")
     firsts = {}
     for spread in (False, True):
-        cfg = SamplerConfig(threshold=2.0, min_commit=4, pad_rules=False, initial_canvas=12, max_tokens=12,
+        cfg = SamplerConfig(threshold=2.0, min_commit=4, initial_canvas=12, max_tokens=12,
                             min_tokens=12, spread=spread)
         firsts[spread] = _run(tiny_model, tok, pre, suf, cfg)[0].tokens != tok.mask_id
     assert int(firsts[False].sum()) == 4
@@ -249,68 +270,6 @@ def test_spread_setting_values() -> None:
             SamplerConfig(spread=bad)  # type: ignore[arg-type]
 
 
-def test_remask_drafts_unit() -> None:
-    """Which committed slots go back to the mask: real tokens with budget left whose probability under the pass
-    is below the bar; never pads, masks or slots without budget; the budget is spent."""
-    from edit_engine.sampler import remask_drafts
-
-    pad, mask, v = 0, 1, 8
-    cfg = SamplerConfig(remask=0.3)
-    canvas = torch.tensor([[5, 6, 7, mask, pad]])
-    masked = canvas == mask
-    logits = torch.full((1, 5, v), -10.0)
-    logits[0, 0, 5] = 10.0  # slot 0: the model backs its token
-    logits[0, 1, 3] = 10.0  # slot 1: it wants another token -> remasked
-    logits[0, 2, 4] = 10.0  # slot 2: it wants another token, but no budget left
-    logits[0, 4, 2] = 10.0  # slot 4: a pad the model doubts: pads are never remasked
-    budget = torch.tensor([[1, 1, 0, 1, 1]])
-    bad = remask_drafts(logits, canvas, masked, budget, cfg, pad, mask)
-    assert bad.tolist() == [[False, True, False, False, False]]
-    assert canvas.tolist() == [[5, mask, 7, mask, pad]]
-    assert budget.tolist() == [[1, 0, 0, 1, 1]]
-
-
-@settings(max_examples=25, deadline=None)
-@given(p=CONTEXT, s=CONTEXT, init=st.sampled_from([1, 4, 8]), mx=st.sampled_from([8, 16, 24]),
-       floor=st.sampled_from([1, 3, 6]), limit=st.integers(1, 3), bar=st.sampled_from([0.01, 0.5, 0.99]),
-       spread=st.integers(0, 2))
-def test_remask_invariants(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer, p, s, init, mx, floor, limit, bar,
-                           spread) -> None:
-    """With remasking (the random tiny model doubts nearly everything it sees): the run ends with every slot
-    decided, one forward pass per pass; a slot goes back to the mask at most ``remask_limit`` times, pads never
-    do, so the length holds once decided; and the passes stay bounded."""
-    t = tiny_tokenizer
-    cfg = SamplerConfig(initial_canvas=init, max_tokens=mx, min_commit=floor, remask=bar, remask_limit=limit,
-                        spread=spread)
-    steps = _run(tiny_model, t, p, s, cfg)
-    assert steps[-1].final and steps[-1].masked == 0 and t.mask_id not in steps[-1].tokens.tolist()
-    assert [x.nfe for x in steps] == list(range(1, len(steps) + 1))
-    remasked = torch.zeros(mx, dtype=torch.long)
-    for a, b in zip(steps, steps[1:], strict=False):
-        n = len(a.tokens)
-        was, now = a.tokens, b.tokens[:n]
-        back = (was != t.mask_id) & (now == t.mask_id)
-        assert not bool((back & (was == t.pad_id)).any()), "a pad was remasked"
-        remasked[:n] += back.long()
-        changed = (was != t.mask_id) & (now != t.mask_id) & (was != now)
-        assert not bool(changed.any()), "a token was replaced without going back to the mask first"
-    assert int(remasked.max()) <= limit
-    assert len(steps) <= mx * (limit + 1) + 8  # every slot decided at most limit + 1 times, plus growth passes
-
-
-def test_remask_changes_a_run_and_off_is_the_old_sampler(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> None:
-    """remask = 0 leaves the sampler as it was; a bar the random model's drafts fall under remasks them."""
-    t = tiny_tokenizer
-    base = SamplerConfig(initial_canvas=8, max_tokens=8, min_commit=2)
-    plain = [x.tokens.tolist() for x in _run(tiny_model, t, [5, 6, 9], [7], base)]
-    off = [x.tokens.tolist() for x in _run(tiny_model, t, [5, 6, 9], [7], base.with_(remask=0.0))]
-    on = _run(tiny_model, t, [5, 6, 9], [7], base.with_(remask=0.99))
-    assert plain == off
-    assert len(on) > len(plain)
-    assert any(bool(((x.tokens != t.mask_id) & (y.tokens[: len(x.tokens)] == t.mask_id)).any())
-               for x, y in zip(on, on[1:], strict=False)), "no draft went back to the mask"
-
-
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), c=st.integers(2, 40), lo=st.integers(0, 5),
        t_low=st.floats(0.01, 0.99), t_gap=st.floats(0.0, 0.98))
@@ -319,7 +278,7 @@ def test_a_lower_pad_threshold_never_sets_a_later_end(seed: int, c: int, lo: int
     """The length rule ends the canvas at the first open slot whose pad probability reaches T, so a lower T
     (``--pad-threshold``, sampler.json) sets the end at the same slot or earlier, never later. (The fill itself
     can come out longer: where no slot reaches a high T nothing is decided and the model may end the line with
-    a newline early, while a lower T's end forbids pads before it; docs/experiments.md, "The length
+    a newline early, while a lower T's end forbids pads before it; docs/results.md, "The length
     threshold".)"""
     g = torch.Generator().manual_seed(seed)
     vocab, pad_id, mask_id = 12, 0, 1

@@ -1,5 +1,6 @@
 """``edit-engine train`` end to end on a small corpus: a run, a resume that continues it, and a warm start
-(``--init``) from a checkpoint whose resume state is gone."""
+(``--init``) from a checkpoint whose resume state is gone; its flags (``edit_engine.train.cli``); the canvas
+layout of a training hole (``data.lay_canvas``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from edit_engine import checkpoint
 from edit_engine.cli import main
-from edit_engine.model import PRESETS
-from edit_engine.train import corpus
+from edit_engine.model import CANVAS, PRESETS
+from edit_engine.tokenizer import Tokenizer
+from edit_engine.train import cli as train_cli
+from edit_engine.train import corpus, data
 
 pytestmark = pytest.mark.slow
 
@@ -216,3 +221,46 @@ def test_cpu_precision_hint_follows_the_cpu() -> None:
     assert cpu_precision_hint(fp32, amx=False) == ""
     assert cpu_precision_hint(TrainConfig(out="-", device="cuda"), amx=False) == ""
     assert isinstance(cpu_has_amx(), bool)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(hole=st.lists(st.integers(3, 511), min_size=0, max_size=40), c=st.sampled_from([4, 8, 16, 32]),
+       seed=st.integers(0, 10**6))
+def test_canvas_layout(tiny_tokenizer: Tokenizer, hole: list[int], c: int, seed: int) -> None:
+    """``data.lay_canvas``: every slot is a canvas slot, at least one is masked; a masked slot's target is its
+    true token (the hole's, then pads) at weight 1/t >= 1; a visible slot shows its true token and has no target."""
+    tok = tiny_tokenizer
+    truth = torch.tensor(data.canvas_targets(hole, c, tok.pad_id))
+    tokens, kind = torch.full((1, c), tok.pad_id), torch.zeros((1, c), dtype=torch.int8)
+    targets, weights = torch.full((1, c), -100), torch.zeros(1, c)
+    torch.manual_seed(seed)
+    data.lay_canvas(tokens, kind, targets, weights, 0, 0, hole, c, tok, random.Random(seed), 0.05)
+    shown, kind, targets, weights = tokens[0], kind[0], targets[0], weights[0]
+    assert bool((kind == CANVAS).all())
+    m = shown == tok.mask_id
+    assert bool(m.any())
+    assert torch.equal(targets[m], truth[m]) and bool((weights[m] >= 1.0).all())
+    assert torch.equal(shown[~m], truth[~m])
+    assert bool((targets[~m] == -100).all()) and bool((weights[~m] == 0).all())
+
+
+def test_train_parser_and_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``train.cli.add_parser`` adds ``train`` with ``run`` as its handler; usage errors exit 2 with one line
+    before anything is written, and the flags of the options measured and rejected are gone."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="edit-engine")
+    train_cli.add_parser(parser.add_subparsers(dest="command", required=True))
+    a = parser.parse_args(["train", "--out", "o", "--steps", "2"])
+    assert a.handler is train_cli.run and (a.steps, a.holes_per_window, a.window_span) == (2, 0, 64)
+    out = tmp_path / "bad"
+    for bad, said in ((["--out", str(out)], "give --minutes or --steps"),
+                      (["--out", str(out), "--steps", "1", "--window-span", "0"], "window_span"),
+                      (["--out", str(out), "--steps", "1", "--extra-share", "0.2"], "needs extra_corpus")):
+        assert main(["train", *bad]) == 2
+        assert "edit-engine: error: " in (err := capsys.readouterr().err) and said in err
+    for gone in ("--corrupt", "--function-share", "--pretrain-share"):
+        with pytest.raises(SystemExit) as e:
+            main(["train", "--out", str(out), "--steps", "1", gone, "0.3"])
+        assert e.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
+    assert not out.exists()

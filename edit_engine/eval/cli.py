@@ -15,12 +15,13 @@ import argparse
 import json
 import sys
 
-from ..cli import UserError, _command, add_dtype_arg, add_sampler_args
+from ..cli_args import UserError, add_dtype_arg, add_sampler_args, sampler_overrides
 from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("eval", help="score a model on an infilling benchmark (or --context-gap)")
+    p.set_defaults(handler=_eval)
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--benchmark", choices=BENCHMARKS, help="benchmark to run")
     what.add_argument("--context-gap", action="store_true",
@@ -33,9 +34,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     add_dtype_arg(p)
     p.add_argument("--oracle-length", action="store_true",
                    help="give the model the true hole length in tokens (leaks the answer; papers mark it)")
-    p.add_argument("--threshold", type=float, help="sampler confidence threshold")
-    p.add_argument("--min-commit", type=int, help="sampler floor: slots committed per pass at least")
-    p.add_argument("--score", choices=("confidence", "margin", "entropy"), help="sampler commit score")
     add_sampler_args(p)
     fill = p.add_mutually_exclusive_group()
     fill.add_argument("--canonical", action="store_true", help="self-test: fill with the canonical solutions")
@@ -58,7 +56,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-@_command("eval")
 def _eval(a: argparse.Namespace) -> int:
     if a.limit is not None and a.limit < 1:
         raise UserError("--limit must be >= 1")
@@ -100,12 +97,9 @@ def _eval(a: argparse.Namespace) -> int:
         filler, kind = empty_filler, "empty"
     else:
         from ..engine import Engine
-        from ..sampler import set_overrides
 
         engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
-        overrides = set_overrides(threshold=a.threshold, min_commit=a.min_commit, score=a.score, spread=a.spread,
-                                  remask=a.remask, pad_threshold=a.pad_threshold, floor_ramp=a.floor_ramp,
-                                  novel_penalty=a.novel_penalty)
+        overrides = sampler_overrides(a)
         line_stop = not (a.no_line_stop or a.no_truncate)
         if a.document:
             filler = document_filler(engine, whole_lines=a.benchmark in ("humaneval-single", "humaneval-multi"),
@@ -115,9 +109,8 @@ def _eval(a: argparse.Namespace) -> int:
         else:
             filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
         eff = engine.sampler_for(overrides)  # the checkpoint's sampler.json with this command's overrides
-        sampler_used = {k: getattr(eff, k) for k in ("threshold", "score", "min_commit", "max_commit", "spread",
-                                                      "remask", "pad_threshold", "floor_ramp",
-                                                      "novel_penalty")}
+        sampler_used = {k: getattr(eff, k) for k in ("threshold", "min_commit", "max_commit", "spread",
+                                                      "pad_threshold", "floor_ramp", "novel_penalty")}
         model_name = str(engine.path or "")
         dtype_used = engine.dtype
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115

@@ -3,9 +3,9 @@
 Two launches instead of the twin's dozen:
 
 1. ``_row_stats_kernel``: one program per canvas row streams its V logits once, in ``BLOCK_V`` chunks, keeping an
-   online log-sum-exp (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"), the top two
-   logits with the lowest index of the top one, and for ``entropy`` the running sum of p * (x - max). Probabilities
-   are never materialised. Writes the chosen token and its score (fp32) per row.
+   online log-sum-exp (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax") and the lowest
+   index of the top logit. Probabilities are never materialised. Writes the chosen token and its probability
+   (the score, fp32) per row.
 2. ``_commit_kernel``: one program per batch row ranks its C scores (ties: lower index first, as the twin's
    stable sort), applies the threshold / ``min_commit`` / ``max_commit`` rule and writes tokens, mask, the score
    with -1 at unmasked slots, and the committed mask.
@@ -13,7 +13,7 @@ Two launches instead of the twin's dozen:
 The second half is also reached from ``kernels.head`` (fused linear head), which produces the same (token, score)
 pair without materialising the logits. Bytes moved: B*C*V*sizeof(logits) read once; everything else is O(B*C).
 
-Shared ``@triton.jit`` helpers (``block_stats``, ``merge_stats``, ``finish_score``) are used by the head kernels.
+Shared ``@triton.jit`` helpers (``block_stats``, ``merge_stats``, ``finish_confidence``) are used by the head kernels.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import torch
 import triton
 import triton.language as tl
 
-SCORE_CODE = {"confidence": 0, "margin": 1, "entropy": 2}
 _INT_BIG = 2**31 - 1
 
 
@@ -44,92 +43,64 @@ def rows_per_program(t: torch.Tensor, n_rows: int, on_gpu: int) -> int:
 def block_stats(x, cols, BIG: tl.constexpr):
     """Per-row statistics of a (R, N) fp32 tile whose column indices are ``cols`` (R, N) (padding = -inf).
 
-    Returns (max m, sum exp(x - m), sum exp(x - m) * (x - m), top value, its lowest index, second value), each (R,).
+    Returns (max m, sum exp(x - m), lowest index of the max), each (R,).
     """
     m = tl.max(x, axis=1)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
     live = x != float("-inf")
-    xd = tl.where(live, x - m_safe[:, None], 0.0)  # banned / padding lanes: 0, so e * xd never sees -inf
-    e = tl.where(live, tl.exp(xd), 0.0)
-    s = tl.sum(e, axis=1)
-    t = tl.sum(e * xd, axis=1)
+    xd = tl.where(live, x - m_safe[:, None], 0.0)  # banned / padding lanes: 0, so exp never sees -inf - -inf
+    s = tl.sum(tl.where(live, tl.exp(xd), 0.0), axis=1)
     i1 = tl.min(tl.where(x == m[:, None], cols, BIG), axis=1)
-    v2 = tl.max(tl.where(cols == i1[:, None], float("-inf"), x), axis=1)
-    return m, s, t, m, i1, v2
+    return m, s, i1
 
 
 @triton.jit
-def merge_stats(ma, sa, ta, va, ia, wa, mb, sb, tb, vb, ib, wb):
+def merge_stats(ma, sa, ia, mb, sb, ib):
     """Merge two partial statistics; ``a`` covers lower vocabulary indices than ``b`` (ties keep ``a``)."""
     m = tl.maximum(ma, mb)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    da = tl.where(ma == float("-inf"), 0.0, ma - m_safe)
-    db = tl.where(mb == float("-inf"), 0.0, mb - m_safe)
-    ea = tl.exp(da)
-    eb = tl.exp(db)
-    ea = tl.where(ma == float("-inf"), 0.0, ea)
-    eb = tl.where(mb == float("-inf"), 0.0, eb)
+    ea = tl.where(ma == float("-inf"), 0.0, tl.exp(tl.where(ma == float("-inf"), 0.0, ma - m_safe)))
+    eb = tl.where(mb == float("-inf"), 0.0, tl.exp(tl.where(mb == float("-inf"), 0.0, mb - m_safe)))
     s = sa * ea + sb * eb
-    t = ea * (ta + da * sa) + eb * (tb + db * sb)
-    b_wins = vb > va
-    v1 = tl.where(b_wins, vb, va)
-    i1 = tl.where(b_wins, ib, ia)
-    v2 = tl.maximum(tl.minimum(va, vb), tl.maximum(wa, wb))
-    return m, s, t, v1, i1, v2
+    i1 = tl.where(mb > ma, ib, ia)
+    return m, s, i1
 
 
 @triton.jit
-def finish_score(m, s, t, v1, v2, vc, SCORE: tl.constexpr, HAS_CHOICE: tl.constexpr):
-    """Score in [0, 1] from merged statistics; ``vc`` is the chosen token's logit when HAS_CHOICE."""
+def finish_confidence(m, s, vc):
+    """The probability (in [0, 1]) of the token whose logit is ``vc``, from merged statistics (m, s)."""
     s = tl.where(s > 0.0, s, 1.0)  # only rows past the end (never stored) or wholly banned rows have s = 0
     lse = tl.where(m == float("-inf"), 0.0, m) + tl.log(s)
-    if HAS_CHOICE:
-        top = vc
-    else:
-        top = v1
-    p1 = tl.exp(top - lse)
-    if SCORE == 0:
-        score = p1
-    elif SCORE == 1:
-        if HAS_CHOICE:
-            other = tl.where(v1 == top, v2, v1)
-            score = p1 - tl.exp(other - lse)
-        else:
-            score = p1 - tl.exp(v2 - lse)
-    else:
-        entropy = tl.log(s) - t / s  # t / s = E[x - m]; H = lse - E[x]
-        score = tl.exp(-entropy)
-    return score
+    return tl.exp(vc - lse)
 
 
 @triton.jit
 def _row_stats_kernel(
     logits_ptr, stride_row, n_rows, V, choice_ptr, idx_ptr, score_ptr,
-    SCORE: tl.constexpr, HAS_CHOICE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
-    BIG: tl.constexpr,
+    HAS_CHOICE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, BIG: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_ok = rows < n_rows
     base = logits_ptr + rows.to(tl.int64) * stride_row  # (R,)
     lanes = tl.arange(0, BLOCK_V)
-    neg = tl.full([BLOCK_R], float("-inf"), tl.float32)
-    zero = tl.zeros([BLOCK_R], tl.float32)
-    m, s, t, v1, i1, v2 = neg, zero, zero, neg, tl.zeros([BLOCK_R], tl.int32), neg
+    m = tl.full([BLOCK_R], float("-inf"), tl.float32)
+    s = tl.zeros([BLOCK_R], tl.float32)
+    i1 = tl.zeros([BLOCK_R], tl.int32)
     for start in range(0, V, BLOCK_V):
         cols = start + lanes
         ok = row_ok[:, None] & (cols < V)[None, :]
         x = tl.load(base[:, None] + cols[None, :], mask=ok, other=float("-inf")).to(tl.float32)
         cols2 = tl.zeros([BLOCK_R, BLOCK_V], tl.int32) + cols[None, :]
-        bm, bs, bt, bv, bi, bw = block_stats(x, cols2, BIG)
-        m, s, t, v1, i1, v2 = merge_stats(m, s, t, v1, i1, v2, bm, bs, bt, bv, bi, bw)
+        bm, bs, bi = block_stats(x, cols2, BIG)
+        m, s, i1 = merge_stats(m, s, i1, bm, bs, bi)
     if HAS_CHOICE:
         c = tl.load(choice_ptr + rows, mask=row_ok, other=0)
         vc = tl.load(base + c, mask=row_ok, other=0.0).to(tl.float32)
         tok = c
     else:
-        vc = v1
+        vc = m
         tok = i1.to(tl.int64)
-    score = finish_score(m, s, t, v1, v2, vc, SCORE, HAS_CHOICE)
+    score = finish_confidence(m, s, vc)
     tl.store(idx_ptr + rows, tok, mask=row_ok)
     tl.store(score_ptr + rows, score, mask=row_ok)
 
@@ -203,11 +174,10 @@ def _commit_kernel(
 
 
 def token_stats_triton(
-    logits: torch.Tensor, score: str = "confidence", choice: torch.Tensor | None = None
+    logits: torch.Tensor, choice: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton version of ``token_stats_ref``: (token (..., ) int64, score (..., ) fp32) from logits (..., V)."""
-    if score not in SCORE_CODE:
-        raise ValueError(f"score={score!r}; expected one of {tuple(SCORE_CODE)}")
+    """Triton version of ``token_stats_ref``: (token (...) int64, its probability (...) fp32) from logits
+    (..., V)."""
     shape = logits.shape[:-1]
     V = logits.shape[-1]
     flat = logits.reshape(-1, V)
@@ -225,7 +195,7 @@ def token_stats_triton(
     block_r = rows_per_program(logits, n, 1)
     _row_stats_kernel[(triton.cdiv(n, block_r),)](
         flat, flat.stride(0), n, V, ch, idx, s,
-        SCORE=SCORE_CODE[score], HAS_CHOICE=choice is not None, BLOCK_R=block_r, BLOCK_V=block_v, BIG=_INT_BIG,
+        HAS_CHOICE=choice is not None, BLOCK_R=block_r, BLOCK_V=block_v, BIG=_INT_BIG,
     )
     return idx.reshape(shape), s.reshape(shape)
 
@@ -268,12 +238,11 @@ def commit_step_triton(
     tokens: torch.Tensor,
     masked: torch.Tensor,
     threshold: float,
-    score: str = "confidence",
     min_commit: int = 1,
     max_commit: int = 0,
     choice: torch.Tensor | None = None,
     spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Triton version of ``commit_step_ref`` (same arguments, same in-place writes, same returns)."""
-    idx, s = token_stats_triton(logits, score, choice)
+    idx, s = token_stats_triton(logits, choice)
     return commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit, spread)

@@ -1,7 +1,7 @@
 """Triton fused linear head + commit statistics (twin: ``kernels.head.head_token_stats_ref``).
 
 The canvas logits (B*C rows x V) are computed tile by tile in registers and reduced at once to the statistics of
-``kernels._triton_commit`` (online log-sum-exp, top two logits, entropy sum); they are never written to memory.
+``kernels._triton_commit`` (online log-sum-exp, index of the top logit); they are never written to memory.
 For a large vocabulary that saves writing and re-reading B*C*V logits, against reading the V x D weight.
 
 1. ``_head_split_kernel``: grid (row blocks, vocabulary splits). Each program multiplies BLOCK_M hidden rows by
@@ -9,7 +9,7 @@ For a large vocabulary that saves writing and re-reading B*C*V logits, against r
    row; the pad id for the rows flagged in ``pad_ban``), and merges the tile's statistics into its running ones.
    Splitting the vocabulary keeps the GPU busy when B*C is small (one row block of 64 slots).
 2. ``_head_combine_kernel``: per row, merges the splits in vocabulary order (so ties keep the lowest token id)
-   and writes (token int64, score fp32).
+   and writes (token int64, its probability fp32).
 
 Sampling (temperature > 0) needs every logit for the Gumbel noise, so it keeps the plain path.
 """
@@ -22,7 +22,7 @@ import triton.language as tl
 
 from . import _triton_commit
 from ._triton_attention import _dot, f32_dot
-from ._triton_commit import _INT_BIG, SCORE_CODE, block_stats, finish_score, merge_stats
+from ._triton_commit import _INT_BIG, block_stats, finish_confidence, merge_stats
 
 
 @triton.jit
@@ -38,7 +38,7 @@ def _head_split_kernel(
     rm = rows < M
     neg = tl.full([BLOCK_M], float("-inf"), tl.float32)
     zero = tl.zeros([BLOCK_M], tl.float32)
-    m, s, t, v1, i1, v2 = neg, zero, zero, neg, tl.zeros([BLOCK_M], tl.int32), neg
+    m, s, i1 = neg, zero, tl.zeros([BLOCK_M], tl.int32)
     if HAS_PAD_BAN:
         pb = tl.load(pad_ban_ptr + rows, mask=rm, other=0) != 0
     v_start = split * v_per_split
@@ -65,40 +65,34 @@ def _head_split_kernel(
         if HAS_PAD_BAN:
             dead = dead | (pb[:, None] & (cols2 == pad_id))
         x = tl.where(dead, float("-inf"), acc)
-        bm, bs, bt, bv, bi, bw = block_stats(x, cols2, BIG)
-        m, s, t, v1, i1, v2 = merge_stats(m, s, t, v1, i1, v2, bm, bs, bt, bv, bi, bw)
-    # Partials: 5 fp32 planes (m, s, t, v1, v2) and one int32 plane (i1), each (splits, M).
+        bm, bs, bi = block_stats(x, cols2, BIG)
+        m, s, i1 = merge_stats(m, s, i1, bm, bs, bi)
+    # Partials: 2 fp32 planes (m, s) and one int32 plane (i1), each (splits, M).
     base = split * M + rows
     plane = tl.num_programs(1) * M
     tl.store(part_f_ptr + base, m, mask=rm)
     tl.store(part_f_ptr + plane + base, s, mask=rm)
-    tl.store(part_f_ptr + 2 * plane + base, t, mask=rm)
-    tl.store(part_f_ptr + 3 * plane + base, v1, mask=rm)
-    tl.store(part_f_ptr + 4 * plane + base, v2, mask=rm)
     tl.store(part_i_ptr + base, i1, mask=rm)
 
 
 @triton.jit
 def _head_combine_kernel(
     part_f_ptr, part_i_ptr, idx_ptr, score_ptr, M, n_splits,
-    SCORE: tl.constexpr, BLOCK_R: tl.constexpr,
+    BLOCK_R: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     rm = rows < M
     plane = n_splits * M
     neg = tl.full([BLOCK_R], float("-inf"), tl.float32)
     zero = tl.zeros([BLOCK_R], tl.float32)
-    m, s, t, v1, i1, v2 = neg, zero, zero, neg, tl.zeros([BLOCK_R], tl.int32), neg
+    m, s, i1 = neg, zero, tl.zeros([BLOCK_R], tl.int32)
     for sp in range(0, n_splits):
         base = sp * M + rows
         bm = tl.load(part_f_ptr + base, mask=rm, other=float("-inf"))
         bs = tl.load(part_f_ptr + plane + base, mask=rm, other=0.0)
-        bt = tl.load(part_f_ptr + 2 * plane + base, mask=rm, other=0.0)
-        bv = tl.load(part_f_ptr + 3 * plane + base, mask=rm, other=float("-inf"))
-        bw = tl.load(part_f_ptr + 4 * plane + base, mask=rm, other=float("-inf"))
         bi = tl.load(part_i_ptr + base, mask=rm, other=0)
-        m, s, t, v1, i1, v2 = merge_stats(m, s, t, v1, i1, v2, bm, bs, bt, bv, bi, bw)
-    score = finish_score(m, s, t, v1, v2, v1, SCORE, False)
+        m, s, i1 = merge_stats(m, s, i1, bm, bs, bi)
+    score = finish_confidence(m, s, m)
     tl.store(idx_ptr + rows, i1.to(tl.int64), mask=rm)
     tl.store(score_ptr + rows, score, mask=rm)
 
@@ -106,17 +100,14 @@ def _head_combine_kernel(
 def head_token_stats_triton(
     h: torch.Tensor,
     weight: torch.Tensor,
-    score: str = "confidence",
     ban_id: int | None = None,
     pad_id: int | None = None,
     pad_ban: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     num_splits: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """h (B, C, D), weight (V, D) -> (token (B, C) int64, score (B, C) fp32) of h @ weight.T (+ ``bias``, (V,) or
-    (B, V)), fused."""
-    if score not in SCORE_CODE:
-        raise ValueError(f"score={score!r}; expected one of {tuple(SCORE_CODE)}")
+    """h (B, C, D), weight (V, D) -> (token (B, C) int64, its probability (B, C) fp32) of h @ weight.T
+    (+ ``bias``, (V,) or (B, V)), fused."""
     V, D = weight.shape
     if h.shape[-1] != D:
         raise ValueError(f"hidden states of width {h.shape[-1]} for a weight of shape {tuple(weight.shape)}")
@@ -143,7 +134,7 @@ def head_token_stats_triton(
     num_splits = max(1, min(num_splits, triton.cdiv(V, block_v)))
     v_per_split = triton.cdiv(triton.cdiv(V, num_splits), block_v) * block_v
     num_splits = triton.cdiv(V, v_per_split)
-    part_f = torch.empty(5, num_splits, M, dtype=torch.float32, device=h.device)
+    part_f = torch.empty(2, num_splits, M, dtype=torch.float32, device=h.device)
     part_i = torch.empty(num_splits, M, dtype=torch.int32, device=h.device)
     ban = pad_ban.reshape(-1).to(torch.uint8).contiguous() if pad_ban is not None else idx
     if bias is not None:
@@ -163,6 +154,6 @@ def head_token_stats_triton(
     )
     block_r = min(128, triton.next_power_of_2(M))
     _head_combine_kernel[(triton.cdiv(M, block_r),)](
-        part_f, part_i, idx, s, M, num_splits, SCORE=SCORE_CODE[score], BLOCK_R=block_r,
+        part_f, part_i, idx, s, M, num_splits, BLOCK_R=block_r,
     )
     return idx.reshape(shape), s.reshape(shape)

@@ -98,7 +98,7 @@ def _pair(op: str, shape: str, dt: torch.dtype, nbytes: int, tri: Callable[..., 
 
 def _commit_fresh(fn: Callable[..., Any], logits: torch.Tensor, tokens: torch.Tensor, masked: torch.Tensor) -> Any:
     t, m = tokens.clone(), masked.clone()  # the step writes in place: start every call from the same state
-    s, commit = fn(logits, t, m, 0.9, "confidence", 1, 0)
+    s, commit = fn(logits, t, m, 0.9, 1, 0)
     return s, commit.float(), t
 
 
@@ -124,15 +124,15 @@ def _head_plain(h: torch.Tensor, w: torch.Tensor) -> Any:
 
     logits = F.linear(h, w)
     logits[..., 1] = float("-inf")
-    return token_stats_triton(logits, "confidence")
+    return token_stats_triton(logits)
 
 
 def head_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int]]) -> list[Case]:
     from ._triton_head import head_token_stats_triton
     from .head import head_token_stats_ref
 
-    fused = partial(head_token_stats_triton, score="confidence", ban_id=1)
-    twin = partial(head_token_stats_ref, score="confidence", ban_id=1)
+    fused = partial(head_token_stats_triton, ban_id=1)
+    twin = partial(head_token_stats_ref, ban_id=1)
     out = []
     for m, d, v in shapes:
         h = torch.randn(1, m, d, device=dev).to(dt)

@@ -1,10 +1,10 @@
 """The fused commit step of a denoising pass.
 
-From the canvas logits, for every masked position: the chosen token (arg-max, or a token the caller sampled),
-its probability, and a score (``confidence`` = p(token), ``margin`` = p1 - p2, ``entropy`` = exp(-H), all in
-[0, 1], larger = surer). Then the threshold commit of Fast-dLLM (Wu et al. 2025, "Fast-dLLM", Sec. 3.2):
-commit every masked position whose score clears ``threshold``; at least ``min_commit`` per row (the best ones)
-and at most ``max_commit`` (0 = no ceiling). Tokens and mask are written in place.
+From the canvas logits, for every masked position: the chosen token (arg-max, or a token the caller sampled)
+and its probability, the position's score (the confidence, in [0, 1], larger = surer). Then the threshold
+commit of Fast-dLLM (Wu et al. 2025, "Fast-dLLM", Sec. 3.2): commit every masked position whose score clears
+``threshold``; at least ``min_commit`` per row (the best ones) and at most ``max_commit`` (0 = no ceiling).
+Tokens and mask are written in place.
 
 Shapes: logits (B, C, V) any float dtype; tokens (B, C) int64; masked (B, C) bool; choice (B, C) int64 or None.
 Returns (score (B, C) fp32 with -1 at unmasked positions, committed (B, C) bool).
@@ -17,15 +17,9 @@ import torch
 
 from .dispatch import use_triton
 
-SCORES = ("confidence", "margin", "entropy")
 
-
-def token_stats_ref(
-    logits: torch.Tensor, score: str = "confidence", choice: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen token (B, C) int64, score (B, C) fp32) of every position, masked or not."""
-    if score not in SCORES:
-        raise ValueError(f"score={score!r}; expected one of {SCORES}")
+def token_stats_ref(logits: torch.Tensor, choice: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen token (B, C) int64, its probability (B, C) fp32) of every position, masked or not."""
     lf = logits if logits.dtype == torch.float64 else logits.float()  # fp32 at least; fp64 stays (tests)
     lse = torch.logsumexp(lf, dim=-1)  # (B, C)
     if choice is None:
@@ -33,20 +27,7 @@ def token_stats_ref(
     else:
         idx = choice
         top = lf.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
-    p1 = torch.exp(top - lse)
-    if score == "confidence":
-        s = p1
-    elif score == "margin":
-        two = lf.topk(2, dim=-1).values
-        s = torch.exp(two[..., 0] - lse) - torch.exp(two[..., 1] - lse)
-        if choice is not None:  # margin of the chosen token over the best other one
-            s = p1 - torch.exp(torch.where(two[..., 0] == top, two[..., 1], two[..., 0]) - lse)
-    else:
-        logp = lf - lse.unsqueeze(-1)
-        # clamp: a banned token (logit -inf) contributes 0 * finite = 0, not 0 * -inf = NaN
-        ent = -(logp.exp() * logp.clamp_min(torch.finfo(logp.dtype).min)).sum(-1)
-        s = torch.exp(-ent)
-    return idx, s
+    return idx, torch.exp(top - lse)
 
 
 def _rank(s: torch.Tensor) -> torch.Tensor:
@@ -60,7 +41,7 @@ def _rank(s: torch.Tensor) -> torch.Tensor:
 def spread_eligible(s: torch.Tensor, masked: torch.Tensor, radius: int = 1) -> torch.Tensor:
     """Masked slots whose score is the highest among the masked slots within ``radius`` of them (ties: the
     leftmost): the slots a spread floor may take. No two of them are within ``radius`` of each other, and the
-    best masked slot of a row always is one. Scores are in [0, 1] (``SCORES``); unmasked slots count as -1, so
+    best masked slot of a row always is one. Scores are probabilities in [0, 1]; unmasked slots count as -1, so
     they never block a neighbour."""
     s = s.masked_fill(~masked, -1.0)
     ok = masked.clone()
@@ -112,14 +93,13 @@ def commit_step_ref(
     tokens: torch.Tensor,
     masked: torch.Tensor,
     threshold: float,
-    score: str = "confidence",
     min_commit: int = 1,
     max_commit: int = 0,
     choice: torch.Tensor | None = None,
     spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """PyTorch twin of the fused commit step (writes ``tokens`` and ``masked`` in place)."""
-    idx, s = token_stats_ref(logits, score, choice)
+    idx, s = token_stats_ref(logits, choice)
     s, commit = commit_mask_ref(s, masked, threshold, min_commit, max_commit, spread)
     tokens.copy_(torch.where(commit, idx, tokens))
     masked.copy_(masked & ~commit)
@@ -131,7 +111,6 @@ def commit_step(
     tokens: torch.Tensor,
     masked: torch.Tensor,
     threshold: float,
-    score: str = "confidence",
     min_commit: int = 1,
     max_commit: int = 0,
     choice: torch.Tensor | None = None,
@@ -140,5 +119,5 @@ def commit_step(
     if use_triton(logits):
         from ._triton_commit import commit_step_triton
 
-        return commit_step_triton(logits, tokens, masked, threshold, score, min_commit, max_commit, choice, spread)
-    return commit_step_ref(logits, tokens, masked, threshold, score, min_commit, max_commit, choice, spread)
+        return commit_step_triton(logits, tokens, masked, threshold, min_commit, max_commit, choice, spread)
+    return commit_step_ref(logits, tokens, masked, threshold, min_commit, max_commit, choice, spread)

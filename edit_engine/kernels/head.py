@@ -1,7 +1,7 @@
 """The tied linear head fused with the commit statistics: (token, score) per canvas slot without the logits.
 
-``head_token_stats(h, weight, score, ban_id, pad_id, pad_ban, bias)`` returns what
-``token_stats_ref(h @ weight.T + bias, score)`` returns after the sampler's bans (``ban_id``: a token no row may
+``head_token_stats(h, weight, ban_id, pad_id, pad_ban, bias)`` returns what
+``token_stats_ref(h @ weight.T + bias)`` returns (the chosen token and its probability) after the sampler's bans (``ban_id``: a token no row may
 choose, the mask id; ``pad_id`` with ``pad_ban`` (B, C) bool: rows where the pad token is forbidden; ``bias``:
 None, or a (V,) or (B, V) logit bias, the sampler's novel-name penalty). Greedy only: a
 sampled choice (temperature > 0) needs every logit and keeps the plain path.
@@ -15,7 +15,7 @@ How the sampler uses it (greedy passes)::
 
     h = model.canvas_hidden(canvas, cache)                                # (B, C, D), final norm applied
     real_after = ...                                                      # as in sampler._constrain_pads
-    idx, s = kernels.head_token_stats(h, model.embed.weight, cfg.score, mask_id, pad_id, real_after)
+    idx, s = kernels.head_token_stats(h, model.embed.weight, mask_id, pad_id, real_after)
     kernels.commit_from_stats(idx, s, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit, cfg.spread)
 """
 
@@ -56,21 +56,19 @@ def add_logit_bias(logits: torch.Tensor, bias: torch.Tensor | None) -> torch.Ten
 def head_token_stats_ref(
     h: torch.Tensor,
     weight: torch.Tensor,
-    score: str = "confidence",
     ban_id: int | None = None,
     pad_id: int | None = None,
     pad_ban: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """PyTorch twin. h (B, C, D), weight (V, D) -> (token (B, C) int64, score (B, C) fp32). ``bias`` (V,) or
-    (B, V): added to the logits before the bans."""
-    return token_stats_ref(_banned(add_logit_bias(F.linear(h, weight), bias), ban_id, pad_id, pad_ban), score)
+    """PyTorch twin. h (B, C, D), weight (V, D) -> (token (B, C) int64, its probability (B, C) fp32). ``bias``
+    (V,) or (B, V): added to the logits before the bans."""
+    return token_stats_ref(_banned(add_logit_bias(F.linear(h, weight), bias), ban_id, pad_id, pad_ban))
 
 
 def head_token_stats(
     h: torch.Tensor,
     weight: torch.Tensor,
-    score: str = "confidence",
     ban_id: int | None = None,
     pad_id: int | None = None,
     pad_ban: torch.Tensor | None = None,
@@ -79,16 +77,16 @@ def head_token_stats(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dispatcher; ``fused`` None picks by ``FUSED_HEAD_MIN_VOCAB``, True/False force the Triton path's variant."""
     if not use_triton(h, weight):
-        return head_token_stats_ref(h, weight, score, ban_id, pad_id, pad_ban, bias)
+        return head_token_stats_ref(h, weight, ban_id, pad_id, pad_ban, bias)
     if fused is None:
         fused = weight.shape[0] >= FUSED_HEAD_MIN_VOCAB
     if fused:
         from ._triton_head import head_token_stats_triton
 
-        return head_token_stats_triton(h, weight, score, ban_id, pad_id, pad_ban, bias)
+        return head_token_stats_triton(h, weight, ban_id, pad_id, pad_ban, bias)
     from ._triton_commit import token_stats_triton
 
-    return token_stats_triton(_banned(add_logit_bias(F.linear(h, weight), bias), ban_id, pad_id, pad_ban), score)
+    return token_stats_triton(_banned(add_logit_bias(F.linear(h, weight), bias), ban_id, pad_id, pad_ban))
 
 
 def commit_from_stats_ref(

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import logging
 
-from edit_engine.cli import _command, add_dtype_arg
+from edit_engine.cli_args import add_dtype_arg
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("lsp", help="run the language server (stdio by default)")
+    p.set_defaults(handler=_lsp)
     p.add_argument("--tcp", type=int, metavar="PORT", help="listen on this TCP port instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="address for --tcp (default 127.0.0.1)")
     p.add_argument("--model", help="checkpoint directory (default: the packaged model; a client's "
@@ -35,7 +36,6 @@ def configure_logging(log_file: str | None, level: str) -> None:
     logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message body at INFO
 
 
-@_command("lsp")
 def _lsp(a: argparse.Namespace) -> int:
     configure_logging(a.log_file, a.log_level)
     if a.threads:

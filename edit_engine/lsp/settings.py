@@ -8,7 +8,6 @@ with ``window/logMessage``); unknown keys are reported too, so a typo does not p
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -23,19 +22,20 @@ class Settings:
 
     model_path: str | None = None  # checkpoint directory; None = the packaged model
     max_tokens: int | None = None  # longest fill in tokens; None = the engine's default (capped by the model)
-    threshold: float | None = None  # confidence to commit a token in parallel; None = the sampler's default
-    min_commit: int | None = None  # tokens committed per pass at least; None = the model's sampler.json (or 1)
-    spread: int | None = None  # no two floor picks within this many slots (0 = off); None = sampler.json
-    remask: float | None = None  # self-correction bar (SamplerConfig.remask; 0 = off); None = sampler.json
-    floor_ramp: int | None = None  # first-pass floor, doubling up to min_commit (0 = off); None = sampler.json
+    # Sampler settings (``SAMPLER_KEYS``; meaning and range: ``sampler.SETTINGS``); None = the model's sampler.json.
+    threshold: float | None = None
+    min_commit: int | None = None
+    spread: int | None = None
+    floor_ramp: int | None = None
     stream_passes: bool = False  # send editEngine/pass notifications while denoising
 
     def overrides(self) -> dict[str, Any]:
         """Sampler overrides for ``Engine.stream_complete`` (only the ones that are set)."""
-        from edit_engine.sampler import set_overrides
+        return {n: getattr(self, n) for n in SAMPLER_KEYS if getattr(self, n) is not None}
 
-        return set_overrides(threshold=self.threshold, min_commit=self.min_commit, spread=self.spread,
-                             remask=self.remask, floor_ramp=self.floor_ramp)
+
+# The sampler settings an editor may set: checked and named (camelCase) by their one definition.
+SAMPLER_KEYS = ("threshold", "min_commit", "spread", "floor_ramp")
 
 
 # camelCase wire key -> (field name, validator). A validator returns the value or raises ValueError.
@@ -57,52 +57,35 @@ def _max_tokens(v: Any) -> int | None:
     return v
 
 
-def _threshold(v: Any) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ValueError("expected a number >= 0 (above 1 commits only minCommit tokens per pass)")
-    return float(v)
-
-
-def _spread(v: Any) -> int | None:
-    from edit_engine.sampler import spread_radius
-
-    return None if v is None else spread_radius(v)
-
-
-def _remask(v: Any) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v < 1:
-        raise ValueError("expected a probability, 0 <= remask < 1 (0 = off)")
-    return float(v)
-
-
-def _floor_ramp(v: Any) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError("expected an integer >= 0 (0 = off)")
-    return v
-
-
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
         raise ValueError("expected true or false")
     return v
 
 
-_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "modelPath": ("model_path", _model_path),
-    "maxTokens": ("max_tokens", _max_tokens),
-    "threshold": ("threshold", _threshold),
-    "minCommit": ("min_commit", _max_tokens),
-    "spread": ("spread", _spread),
-    "remask": ("remask", _remask),
-    "floorRamp": ("floor_ramp", _floor_ramp),
-    "streamPasses": ("stream_passes", _bool),
-}
+def _optional(name: str) -> Callable[[Any], Any]:
+    """A sampler setting's check (``sampler.SETTINGS``), with None for "the model's own"."""
+    from edit_engine.sampler import SETTINGS
+
+    def check(v: Any) -> Any:
+        return None if v is None else SETTINGS[name].check(v)
+
+    return check
+
+
+def _keys() -> dict[str, tuple[str, Callable[[Any], Any]]]:
+    from edit_engine.sampler import SETTINGS
+
+    keys: dict[str, tuple[str, Callable[[Any], Any]]] = {
+        "modelPath": ("model_path", _model_path),
+        "maxTokens": ("max_tokens", _max_tokens),
+        "streamPasses": ("stream_passes", _bool),
+    }
+    keys.update({SETTINGS[n].key: (n, _optional(n)) for n in SAMPLER_KEYS})
+    return keys
+
+
+_KEYS = _keys()
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}
 
 
@@ -132,3 +115,49 @@ def parse(options: Any, base: Settings | None = None) -> tuple[Settings, list[st
             warnings.append(f"invalid editEngine setting {key}={value!r}: {e}; using the default "
                             f"{_DEFAULTS[name]!r}")
     return replace(base, **changes), warnings
+
+
+def vscode_properties() -> dict[str, dict[str, Any]]:
+    """The VS Code extension's sampler settings (``contributes.configuration.properties`` entries), made from
+    the one definition of each setting. ``python -m edit_engine.lsp.settings PACKAGE_JSON`` writes them into the
+    extension's manifest; a test fails when the manifest drifts from this."""
+    from edit_engine.sampler import SETTINGS
+
+    out: dict[str, dict[str, Any]] = {}
+    for n in SAMPLER_KEYS:
+        s = SETTINGS[n]
+        prop: dict[str, Any] = {"type": ["integer" if s.kind is int else "number", "null"], "default": None}
+        if s.lo is not None:
+            prop["minimum"] = s.lo if s.kind is float else int(s.lo)
+        if s.hi is not None:
+            prop["exclusiveMaximum" if s.hi_open else "maximum"] = s.hi if s.kind is float else int(s.hi)
+        prop["description"] = f"{s.help[0].upper()}{s.help[1:]} (null: the model's own setting)."
+        out[f"{SECTION}.{s.key}"] = prop
+    return out
+
+
+def write_vscode_manifest(path: str | Path) -> None:
+    """Replace the sampler settings in a VS Code ``package.json`` by ``vscode_properties()`` (others kept, in
+    their order; the sampler ones after ``maxTokens``)."""
+    import json
+
+    p = Path(path)
+    manifest = json.loads(p.read_text(encoding="utf-8"))
+    props = manifest["contributes"]["configuration"]["properties"]
+    generated = vscode_properties()
+    sampler_like = {k for k in props if k not in generated and k.removeprefix(f"{SECTION}.") not in _KEYS
+                    and k != f"{SECTION}.serverCommand"}  # settings that no longer exist (removed from the sampler)
+    keep = {k: v for k, v in props.items() if k not in generated and k not in sampler_like}
+    merged: dict[str, Any] = {}
+    for k, v in keep.items():
+        merged[k] = v
+        if k == f"{SECTION}.maxTokens":
+            merged.update(generated)
+    manifest["contributes"]["configuration"]["properties"] = merged
+    p.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    import sys
+
+    write_vscode_manifest(sys.argv[1])

@@ -509,7 +509,7 @@ class Scheduler:
             self.metrics.active.set(len(self._active))
 
     def _emit(self, a: _Active, step: Step) -> None:
-        tok, st, prep = self.engine.tokenizer, a.state, a.job.prepared
+        tok, prep = self.engine.tokenizer, a.job.prepared
         assert prep is not None
         index, stop = step.index, step.stop_reason
         ids = step.tokens.tolist()  # the canvas as this pass left it (before any growth)
@@ -517,9 +517,6 @@ class Scheduler:
         stable = None
         if a.job.spec.stable:
             cut = ids.index(tok.mask_id) if tok.mask_id in ids else len(ids)
-            if st.budget is not None and not stop:  # remasking may still take back a slot with budget left
-                left = (st.budget[0, : len(ids)] > 0).nonzero()
-                cut = min(cut, int(left[0]) if len(left) else cut)
             # An unfinished UTF-8 sequence is not stable yet; nor is anything before slot 0 holds the healed word.
             stable = tok.decode(ids[:cut]).rstrip("\ufffd")
             if prep.healed:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import UserError, _command
+from ..cli_args import UserError
 from .settings import Settings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("serve", help="serve the model over websocket (JSON-RPC) and OpenAI-compatible HTTP",
                        description="Flags override EDIT_ENGINE_* environment variables, which override defaults.")
+    p.set_defaults(handler=_serve)
     Settings.add_arguments(p)
 
 
@@ -23,7 +24,6 @@ def settings_from_args(a: argparse.Namespace) -> Settings:
     return s
 
 
-@_command("serve")
 def _serve(a: argparse.Namespace) -> int:
     settings = settings_from_args(a)
     import uvicorn

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..sampler import SETTINGS
+
 _STRICT = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
 
 
@@ -70,8 +72,8 @@ class CompletionRequest(BaseModel):
     model: str | None = None
     prompt: str | list[str] = ""
     suffix: str | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=SETTINGS["max_tokens"].lo)
+    temperature: float | None = Field(default=None, ge=SETTINGS["temperature"].lo, le=SETTINGS["temperature"].hi)
     stream: bool = False
     diffusing: bool = False
     seed: int | None = None

@@ -26,7 +26,6 @@ middle sequences, causal, next-token targets.
 from __future__ import annotations
 
 import random
-import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,13 +82,9 @@ def _line_bounds(text: str, i: int) -> tuple[int, int]:
 _SYNTAX: Any = None
 
 
-# Function crops (``function_crop``): every function definition, and the module's own import statements.
-_CROP_QUERY = "(function_definition) @f (module (import_statement) @i) (module (import_from_statement) @i)"
-
-
 def _python_syntax() -> Any:
-    """(parser, units query, crop query) for Python's syntax units and function crops, or False when the grammar
-    wheel is missing (syntax holes then fall back to line-based ones, and no file is cropped)."""
+    """(parser, units query) for Python's syntax units, or False when the grammar wheel is missing (syntax holes
+    then fall back to line-based ones)."""
     global _SYNTAX
     if _SYNTAX is None:
         try:
@@ -98,7 +93,7 @@ def _python_syntax() -> Any:
 
             lang = ts.Language(tsp.language())
             src = "\n".join(f"({t}) @{u}" for u, types in SYNTAX_UNITS.items() for t in types)
-            _SYNTAX = (ts.Parser(lang), ts.Query(lang, src), ts.Query(lang, _CROP_QUERY))
+            _SYNTAX = (ts.Parser(lang), ts.Query(lang, src))
         except Exception:  # no wheel on this machine: line-based holes only
             _SYNTAX = False
     return _SYNTAX
@@ -119,25 +114,16 @@ class SyntaxSpans:
         return len(self.data.decode("utf-8", "surrogatepass")[:char].encode("utf-8", "surrogatepass"))
 
 
-def _captures(text: str, which: int) -> tuple[bytes, dict[str, Any]] | None:
-    """``text``'s UTF-8 bytes and the captures of query ``which`` (1: syntax units, 2: function crops) over its
-    tree-sitter tree, or None when no parser is available."""
+def syntax_spans(text: str) -> SyntaxSpans | None:
+    """The syntax units of ``text`` (Python) from its tree-sitter tree (a query, matched in C), or None when no
+    parser is available or the file has none."""
     got = _python_syntax()
     if not got:
         return None
     import tree_sitter as ts
 
     data = text.encode("utf-8", "surrogatepass")
-    return data, ts.QueryCursor(got[which]).captures(got[0].parse(data).root_node)
-
-
-def syntax_spans(text: str) -> SyntaxSpans | None:
-    """The syntax units of ``text`` (Python) from its tree-sitter tree (a query, matched in C), or None when no
-    parser is available or the file has none."""
-    got = _captures(text, 1)
-    if got is None:
-        return None
-    data, caps = got
+    caps = ts.QueryCursor(got[1]).captures(got[0].parse(data).root_node)
     units: dict[str, list[tuple[int, int]]] = {}
     for unit, nodes in caps.items():
         spans = []
@@ -150,34 +136,6 @@ def syntax_spans(text: str) -> SyntaxSpans | None:
         if spans:
             units[unit] = spans
     return SyntaxSpans(data, units) if units else None
-
-
-def function_crop(text: str, rng: random.Random, min_lines: int = 3, max_lines: int = 40,
-                  imports: float = 0.5) -> str | None:
-    """One function of ``text`` (a Python file), dedented to column 0, as a whole file of its own: the context a
-    short script, a new file or a benchmark prompt gives the model, where a library file gives hundreds of
-    lines around the hole. With probability ``imports`` the file's import lines go before it, as a script's
-    would. None when the file has no function of ``min_lines``-``max_lines`` lines that dedents cleanly or no
-    parser is available. Training draws it at ``--function-share`` (``TrainConfig.function_share``)."""
-    got = _captures(text, 2)
-    if got is None:
-        return None
-    data, caps = got
-    nodes = [nd for nd in caps.get("f", []) if min_lines <= nd.end_point[0] - nd.start_point[0] + 1 <= max_lines
-             and not nd.has_error]
-    if not nodes:
-        return None
-    nd = rng.choice(nodes)
-    start = data.rfind(b"\n", 0, nd.start_byte) + 1  # the def line's start, with its indentation
-    src = data[start : nd.end_byte].decode("utf-8", "replace")
-    src = textwrap.dedent(src).rstrip("\n") + "\n"
-    if not src.startswith(("def ", "async ")):
-        return None  # a line of the body (a multi-line string) sits left of the def: it would not dedent
-    heads = sorted((im for im in caps.get("i", []) if not im.has_error), key=lambda im: im.start_byte)
-    if rng.random() < imports and heads:  # the module's import statements, multi-line ones whole
-        src = "".join(data[im.start_byte : im.end_byte].decode("utf-8", "replace") + "\n" for im in heads) \
-            + "\n\n" + src
-    return src
 
 
 def sample_hole(
@@ -287,38 +245,6 @@ def make_example(
     return Example(p_ids, hole_ids, s_ids, kind)
 
 
-def make_span_example(
-    tok: Tokenizer,
-    text: str,
-    rng: random.Random,
-    max_prefix: int,
-    max_suffix: int,
-    span: int = MAX_HOLE,
-) -> Example | None:
-    """The pretraining phase's example (``TrainConfig.pretrain_share``): the hole is about ``span`` tokens of
-    running text from a random point of the file (a line start half the time), with the context on both sides
-    as in serving. Laid on a ``span``-slot canvas it fills every slot (pads only where the text runs out: the
-    end of the file, or of the window read from a long one), so a row has several times the diffusion targets
-    of an editor-shaped hole, almost none of them pads. The hole ends on a
-    character boundary, and the suffix starts right after it (the canvas is full up to it: at most ``span``
-    tokens, so nothing between canvas and suffix is hidden, except when one character is wider than the span)."""
-    if not text:
-        return None
-    a = rng.randrange(len(text))
-    if rng.random() < 0.5:
-        a = text.rfind("\n", 0, a) + 1
-    chunk = text[a : a + 8 * span]
-    ids = trim_end(tok, chunk, tok.encode(chunk)[:span])
-    # A first character wider than the span (a 4-byte one on a tiny canvas): that character, cut to the window.
-    b = a + (len(tok.decode(ids)) if ids else 1)
-    hole_ids = tok.encode(text[a:b])[: span + 1]
-    pre = text[max(0, a - 6 * max_prefix) : a]
-    suf = text[b : b + 6 * max_suffix]
-    p_ids = trim_start(tok, pre, tok.encode(pre)[-max_prefix:])
-    s_ids = trim_end(tok, suf, tok.encode(suf)[:max_suffix])
-    return Example(p_ids, hole_ids, s_ids, "span")
-
-
 def canvas_size(rng: random.Random, max_canvas: int = MAX_HOLE) -> int:
     """A canvas size drawn from ``CANVAS_SIZES`` (at most ``max_canvas``), independent of the hole."""
     sizes = [c for c in CANVAS_SIZES if c <= max_canvas] or [min(CANVAS_SIZES)]
@@ -354,12 +280,10 @@ def _empty(B: int, T: int, pad_id: int) -> tuple[torch.Tensor, ...]:
 
 def collate(
     examples: list[Example], tok: Tokenizer, rng: random.Random, t_min: float = 0.05, max_canvas: int = MAX_HOLE,
-    canvas: int = 0, corrupt: float = 0.0,
 ) -> Batch:
     """Lay out examples and draw the diffusion time t ~ U(t_min, 1] per example (MDLM / LLaDA objective).
-    Canvas sizes are drawn from ``CANVAS_SIZES``, or all ``canvas`` slots when given (the pretraining spans).
-    ``corrupt``: the share of visible canvas tokens replaced by wrong ones (``lay_canvas``)."""
-    sizes = [canvas or canvas_size(rng, max_canvas) for _ in examples]
+    Canvas sizes are drawn from ``CANVAS_SIZES`` (``canvas_size``)."""
+    sizes = [canvas_size(rng, max_canvas) for _ in examples]
     pl = max(len(e.prefix) for e in examples)
     sl = max(len(e.suffix) for e in examples)
     cl = max(sizes)
@@ -377,67 +301,25 @@ def collate(
         if e.suffix:
             tokens[r, pl : pl + len(e.suffix)] = torch.tensor(e.suffix)
             kind[r, pl : pl + len(e.suffix)] = SUFFIX
-        lay_canvas(tokens, kind, targets, weights, r, pl + sl, e.hole, c, tok, rng, t_min, corrupt)
+        lay_canvas(tokens, kind, targets, weights, r, pl + sl, e.hole, c, tok, rng, t_min)
         n_canvas += c
     return Batch(tokens, kind, targets, weights, ar, n_canvas)
 
 
 def lay_canvas(tokens: torch.Tensor, kind: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, r: int,
-               o: int, hole: list[int], c: int, tok: Tokenizer, rng: random.Random, t_min: float,
-               corrupt: float = 0.0) -> None:
+               o: int, hole: list[int], c: int, tok: Tokenizer, rng: random.Random, t_min: float) -> None:
     """Write one hole's c-slot canvas into row r at column o: draw t ~ U(t_min, 1], mask each slot with
-    probability t (at least one), and set the masked slots' targets with weight 1/t (MDLM / LLaDA).
-
-    ``corrupt`` > 0 (self-correction, ``TrainConfig.corrupt``): each visible real token is replaced by a wrong
-    one with this probability (``wrong_tokens``), and every visible real slot gets its true token as a target with
-    weight 1. The model then learns to doubt what the canvas shows: its probability of a committed token is a
-    verdict on it, which the sampler's remasking (``SamplerConfig.remask``) reads."""
+    probability t (at least one), and set the masked slots' targets with weight 1/t (MDLM / LLaDA); visible slots
+    show their true token and have no target."""
     ct = torch.tensor(canvas_targets(hole, c, tok.pad_id))
     t = rng.uniform(t_min, 1.0)
     m = torch.rand(c) < t
     if not bool(m.any()):
         m[rng.randrange(c)] = True
     kind[r, o : o + c] = CANVAS
-    shown = torch.where(m, torch.full_like(ct, tok.mask_id), ct)
+    tokens[r, o : o + c] = torch.where(m, torch.full_like(ct, tok.mask_id), ct)
     targets[r, o : o + c] = torch.where(m, ct, torch.full_like(ct, -100))
     weights[r, o : o + c] = m.float() / t
-    if corrupt > 0:
-        vis = (~m) & (ct != tok.pad_id)
-        bad = vis & (torch.rand(c) < corrupt)
-        if bool(bad.any()):
-            idx = bad.nonzero().squeeze(1)
-            shown[idx] = wrong_tokens(ct, idx, tok, rng)
-        targets[r, o : o + c] = torch.where(vis, ct, targets[r, o : o + c])
-        weights[r, o : o + c] = torch.where(vis, torch.ones(c), weights[r, o : o + c])
-    tokens[r, o : o + c] = shown
-
-
-def wrong_tokens(ct: torch.Tensor, idx: torch.Tensor, tok: Tokenizer, rng: random.Random) -> torch.Tensor:
-    """Replacements for the canvas tokens ``ct[idx]``, each different from the original, drawn like the errors of
-    parallel decoding: a neighbour's token (the doubled word), another token of the same fill (a plausible
-    word in the wrong place), or any ordinary token of the vocabulary. Never a special token."""
-    vals = ct.tolist()
-    real = [x for x in vals if x not in tok.special_ids]
-    c = len(vals)
-    out = []
-    for j in idx.tolist():
-        orig = vals[j]
-        cands: list[int] = []
-        mode = rng.randrange(3)
-        if mode == 0:
-            cands = [vals[k] for k in (j - 1, j + 1) if 0 <= k < c]
-        elif mode == 1:
-            cands = real
-        cands = [x for x in cands if x != orig and x not in tok.special_ids]
-        if cands:
-            out.append(rng.choice(cands))
-            continue
-        while True:  # any ordinary token
-            x = rng.randrange(tok.vocab_size)
-            if x != orig and x not in tok.special_ids:
-                out.append(x)
-                break
-    return torch.tensor(out, dtype=torch.long)
 
 
 def collate_ar(examples: list[Example], tok: Tokenizer, max_middle: int = MAX_HOLE) -> Batch:

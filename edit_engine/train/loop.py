@@ -44,9 +44,7 @@ from .data import (
     SyntaxSpans,
     collate,
     collate_ar,
-    function_crop,
     make_example,
-    make_span_example,
     syntax_spans,
 )
 from .windows import Window, collate_windows, make_window, window_mask
@@ -60,13 +58,10 @@ class TrainConfig:
     preset: str = "small"  # model preset (edit_engine.model.PRESETS)
     corpus: tuple[str, ...] = ()  # source roots; empty = the standard library + site-packages
     # Extra source roots sampled at a fixed share of the training files (``corpus.mixed_weights``), e.g. the
-    # small-function corpus of ``scripts/algorithm_corpus.sh``. Their held-out files are never trained on and
+    # small-function corpus of ``benchmarks/algorithm_corpus.sh``. Their held-out files are never trained on and
     # never validated on, so validation stays the same batches of the ordinary corpus in every run.
     extra_corpus: tuple[str, ...] = ()
     extra_share: float = 0.0  # 0 <= F < 1 of the training draws from ``extra_corpus`` (needs it when > 0)
-    # 0 <= F <= 1 of the training file reads cut down to one function of the file, dedented, as a file of its own
-    # (``data.function_crop``): short contexts that start at a ``def``. Validation never is.
-    function_share: float = 0.0
     minutes: float = 0.0  # wall-clock budget of this run (0 = use steps)
     steps: int = 0  # optimizer steps of this run (0 = use minutes)
     batch_size: int = 16
@@ -86,7 +81,8 @@ class TrainConfig:
     seed: int = 0
     threads: int = 0  # torch threads (0 = leave torch's default)
     # bf16 autocast: on CUDA, and on CPUs with AMX (``cpu_precision_hint``): there, with ``compile``, 2.9x the
-    # tokens/s of fp32 eager (scripts/bench_train_step.py --bf16, session 9). About 18x slower on AVX2-only CPUs.
+    # tokens/s of fp32 eager (docs/results.md, 2026-12-01, "training on an AMX CPU"). Much slower on CPUs without
+    # bf16 arithmetic (docs/training.md, "Precision").
     autocast_bf16: bool = False
     save_every_min: float = 5.0
     eval_every_min: float = 10.0
@@ -94,27 +90,17 @@ class TrainConfig:
     objective: str = "diffusion"  # diffusion | ar (the autoregressive baseline, same network and data)
     workers: int = 0  # data-loader processes (0 = build batches in the training process)
     tokenizer: str = ""  # reuse this tokenizer.json instead of training one (e.g. the packaged model's)
-    # torch.compile the full forward (dynamic shapes): 1.1-1.2x tokens/s on one CPU thread (two runs of
-    # scripts/bench_train_step.py side by side: 2,616 against 2,174 and 2,523 against 2,273), about 40 s to compile
+    # torch.compile the full forward (dynamic shapes): 1.1-1.2x tokens/s on one fp32 CPU thread, same losses
+    # (docs/results.md, 2026-11-30), about 40 s to compile
     compile: bool = False
     init: str = ""  # start from this checkpoint directory's weights and tokenizer (fresh optimizer; lineage kept)
     # Holes per training row (``train.windows``): >1 shares one causal prefix between that many holes whose
     # starts lie within about ``window_span`` tokens, so more of each step's tokens are diffusion targets.
     # Validation stays single-hole either way, so runs with different settings compare on the same batches.
-    # 0 = the default: 4 for diffusion (since session 7: better than 1 per row from scratch and warm-started,
-    # and level between 8 and 16 rows; docs/experiments.md "Several holes per row"), 1 for the AR baseline.
+    # 0 = the default: 4 for diffusion (better than 1 per row from scratch and warm-started, and level between 8
+    # and 16 rows: docs/results.md, 2026-12-01), 1 for the AR baseline.
     holes_per_window: int = 0
     window_span: int = 64
-    # Pretraining phase: the first ``pretrain_share`` of the schedule (of its minutes, or of ``steps``; a warm
-    # start's schedule starts again) trains on long spans of running text (``data.make_span_example``: a full
-    # canvas of the preset's largest training size, 128 for small and mid, pads only where the text runs out)
-    # instead of editor-shaped holes, so each row carries several times the diffusion targets; then infill.
-    pretrain_share: float = 0.0
-    # Self-correction (``data.lay_canvas``): this share of the visible canvas tokens of each training hole is
-    # replaced by wrong ones, and every visible slot is supervised with its true token, so the model's probability
-    # of a committed token judges it and the sampler can remask bad drafts (``SamplerConfig.remask``). 0 = off.
-    # Validation never corrupts, so runs with and without it compare on the same batches.
-    corrupt: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -129,31 +115,18 @@ class TrainConfig:
         if self.holes_per_window > 1 and self.objective == "ar":
             raise ValueError("holes_per_window (--holes-per-window) > 1 is a diffusion layout; the AR baseline "
                              "trains one hole per row")
-        if not 0.0 <= self.pretrain_share < 1.0:
-            raise ValueError(f"pretrain_share (--pretrain-share) {self.pretrain_share}: give a share of the "
-                             "schedule, 0 <= F < 1")
-        if not 0.0 <= self.corrupt < 1.0:
-            raise ValueError(f"corrupt (--corrupt) {self.corrupt}: give a share of the visible tokens, 0 <= F < 1")
-        if self.corrupt > 0 and self.objective == "ar":
-            raise ValueError("corrupt (--corrupt) is a diffusion canvas setting; the AR baseline has no canvas")
         if not 0.0 <= self.extra_share < 1.0:
             raise ValueError(f"extra_share (--extra-share) {self.extra_share}: give a share of the training "
                              "draws, 0 <= F < 1")
         if 0.0 < self.extra_share < corpus.MIN_EXTRA_SHARE:
             raise ValueError(f"extra_share (--extra-share) {self.extra_share}: below "
                              f"{corpus.MIN_EXTRA_SHARE:g} the extra files would never be drawn; give 0 or more")
-        if not 0.0 <= self.function_share <= 1.0:
-            raise ValueError(f"function_share (--function-share) {self.function_share}: give a share of the file "
-                             "reads, 0 <= F <= 1")
         if self.extra_share > 0 and not self.extra_corpus:
             raise ValueError("extra_share (--extra-share) needs extra_corpus (--extra-corpus DIR ...)")
-        if self.pretrain_share > 0 and self.objective == "ar":
-            raise ValueError("pretrain_share (--pretrain-share) is a diffusion phase; the AR baseline has none")
 
 
 # Validation: 8 fixed single-hole batches of this many examples from held-out files, whatever the run's batch
-# size or layout, so runs compare on the same examples (until session 6 it was min(batch size, 32), and runs
-# with different batch sizes validated on different examples).
+# size or layout, so runs compare on the same examples.
 VAL_ROWS = 32
 WINDOW_CHARS = 24_000  # longer files give a random window of this many characters (enough for any context)
 
@@ -163,13 +136,9 @@ class ExampleStream:
 
     def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
                  max_canvas: int = MAX_HOLE, per_file: int = 8, windows: bool = False,
-                 canvas_pos: int = 256, pretrain: bool = False, corrupt: float = 0.0,
-                 function_share: float = 0.0) -> None:
+                 canvas_pos: int = 256) -> None:
         self.files = files
-        self.function_share = function_share  # file reads cut to one function (training streams only)
-        self.corrupt = corrupt  # share of visible canvas tokens corrupted (training streams only)
-        self.pretrain = pretrain  # long spans on a full canvas (make_span_example) instead of holes
-        self.windows = windows and cfg.holes_per_window > 1 and not pretrain
+        self.windows = windows and cfg.holes_per_window > 1
         if self.windows:  # the same holes per file read in both layouts (so as many files per batch of holes)
             per_file = max(1, per_file // cfg.holes_per_window)
         self.canvas_pos = canvas_pos  # the model's max_canvas (where suffix positions start)
@@ -187,12 +156,7 @@ class ExampleStream:
         small share of the work."""
         while True:
             text, spans = self._text()
-            if self.pretrain:
-                ex = make_span_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix,
-                                       span=self.max_canvas)
-            else:
-                ex = make_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix,
-                                  spans=spans)
+            ex = make_example(self.tok, text, self.rng, self.cfg.train_prefix, self.cfg.train_suffix, spans=spans)
             if ex is not None:
                 return ex
 
@@ -218,8 +182,6 @@ class ExampleStream:
                     a = self.rng.randrange(len(text) - WINDOW_CHARS)
                     a = text.rfind("\n", 0, a) + 1
                     text = text[a : a + WINDOW_CHARS]
-                if self.function_share > 0 and self.rng.random() < self.function_share:
-                    text = function_crop(text, self.rng) or text
                 self._file = (text, syntax_spans(text))
                 self._left = self.per_file
             self._left -= 1
@@ -228,22 +190,20 @@ class ExampleStream:
     def batch(self, n: int) -> Batch:
         if self.windows:
             ws = [self.next_window() for _ in range(n)]
-            return collate_windows(ws, self.tok, self.rng, self.canvas_pos, max_canvas=self.max_canvas,
-                                   corrupt=self.corrupt)
+            return collate_windows(ws, self.tok, self.rng, self.canvas_pos, max_canvas=self.max_canvas)
         exs = [self.next() for _ in range(n)]
         if self.cfg.objective == "ar":
             return collate_ar(exs, self.tok)
-        return collate(exs, self.tok, self.rng, max_canvas=self.max_canvas,
-                       canvas=self.max_canvas if self.pretrain else 0, corrupt=self.corrupt)
+        return collate(exs, self.tok, self.rng, max_canvas=self.max_canvas)
 
 
 class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
     """Endless training batches for a DataLoader; each worker has its own seeded stream."""
 
     def __init__(self, files: list[corpus.CorpusFile], tok: Tokenizer, cfg: TrainConfig, seed: int,
-                 max_canvas: int, canvas_pos: int, pretrain: bool = False) -> None:
+                 max_canvas: int, canvas_pos: int) -> None:
         self.files, self.tok, self.cfg, self.seed, self.max_canvas = files, tok, cfg, seed, max_canvas
-        self.canvas_pos, self.pretrain = canvas_pos, pretrain
+        self.canvas_pos = canvas_pos
 
     def __iter__(self) -> Iterator[Batch]:
         info = torch.utils.data.get_worker_info()
@@ -251,8 +211,7 @@ class _Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         torch.manual_seed(self.seed * 7919 + wid)  # collate draws its masks from torch's global generator
         torch.set_num_threads(1)
         stream = ExampleStream(self.files, self.tok, self.cfg, self.seed * 7919 + wid, self.max_canvas,
-                               windows=True, canvas_pos=self.canvas_pos, pretrain=self.pretrain,
-                               corrupt=self.cfg.corrupt, function_share=self.cfg.function_share)
+                               windows=True, canvas_pos=self.canvas_pos)
         while True:
             yield stream.batch(self.cfg.batch_size)
 
@@ -400,10 +359,9 @@ def cpu_precision_hint(cfg: TrainConfig, amx: bool | None = None) -> str:
         return ""
     amx = cpu_has_amx() if amx is None else amx
     if amx and not cfg.autocast_bf16:
-        return ("note: this CPU has AMX: --bf16 --compile trains about 2.9x faster than fp32 here "
-                "(scripts/bench_train_step.py compile --bf16)")
+        return "note: this CPU has AMX: --bf16 --compile trains about 2.9x faster than fp32 here"
     if not amx and cfg.autocast_bf16:
-        return "note: this CPU has no AMX: bf16 autocast is slower than fp32 here (measured 18x on AVX2)"
+        return "note: this CPU has no AMX: bf16 autocast is slower than fp32 here (about 18x without bf16 arithmetic)"
     return ""
 
 
@@ -429,7 +387,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         raise SystemExit(f"--vocab-size {cfg.vocab_size}: the tokenizer in use (--tokenizer, --init, or the one "
                          f"already in {out}) has {tok.vocab_size} tokens; use a fresh --out or drop --vocab-size")
     # The serving context is the one the rows were cut with: a model shown more prefix or suffix than it was trained
-    # on reads tokens at positions it never saw (the packaged model: MODEL.md, "Its context since session 19").
+    # on reads tokens at positions it never saw (docs/results.md, 2026-12-03, "the trained context").
     mcfg = replace(PRESETS[cfg.preset], objective=cfg.objective, max_prefix=cfg.train_prefix,
                    max_suffix=cfg.train_suffix)
     if cfg.vocab_size:
@@ -480,20 +438,19 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     torch.manual_seed(12345)  # the validation batches' masks are the same in every run
     val_batches = [val_stream.batch(VAL_ROWS) for _ in range(8)]
     torch.random.set_rng_state(val_state)
-    def batch_iter(pretrain: bool) -> Iterator[Batch]:
-        seed = cfg.seed * 1000 + step + (10**6 if pretrain else 0)
+
+    def batch_iter() -> Iterator[Batch]:
+        seed = cfg.seed * 1000 + step
         if cfg.workers > 0:
             loader = torch.utils.data.DataLoader(
-                _Batches(train_files, tok, cfg, seed, max_canvas, mcfg.max_canvas, pretrain=pretrain),
-                batch_size=None, num_workers=cfg.workers, prefetch_factor=4, persistent_workers=not pretrain)
+                _Batches(train_files, tok, cfg, seed, max_canvas, mcfg.max_canvas),
+                batch_size=None, num_workers=cfg.workers, prefetch_factor=4, persistent_workers=True)
             return iter(loader)
         stream = ExampleStream(train_files, tok, cfg, seed=seed, max_canvas=max_canvas, windows=True,
-                               canvas_pos=mcfg.max_canvas, pretrain=pretrain, corrupt=cfg.corrupt,
-                               function_share=cfg.function_share)
+                               canvas_pos=mcfg.max_canvas)
         return iter(lambda: stream.batch(cfg.batch_size), None)
 
-    streams: dict[str, Iterator[Batch]] = {}  # by phase, made when the phase starts
-    phase = "infill"
+    batches = batch_iter()
     budget_s = cfg.minutes * 60 if cfg.minutes > 0 else float("inf")
     sched_s = (cfg.schedule_minutes or cfg.minutes) * 60
     start_step = step
@@ -540,13 +497,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         lr = lr_at(cfg, step - origin[0], progress)
         for g in opt.param_groups:
             g["lr"] = lr
-        phase = "pretrain" if progress < cfg.pretrain_share else "infill"
-        if phase not in streams:
-            if phase == "infill" and "pretrain" in streams:
-                print(f"\n[phase] infill from step {step}", file=sys.stderr)
-            streams.clear()  # the pretraining phase's workers stop
-            streams[phase] = batch_iter(phase == "pretrain")
-        b = next(streams[phase])
+        b = next(batches)
         with torch.autocast("cpu" if cfg.device == "cpu" else "cuda", dtype=torch.bfloat16,
                             enabled=cfg.autocast_bf16):
             diff, ar = losses(model, b, cfg.device)
@@ -563,10 +514,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             print(f"\rstep {step} loss {float(diff.detach()):.3f} ar {float(ar.detach()):.3f} gn {float(gn):.2f} lr {lr:.2e} "
                   f"{tps:,.0f} tok/s {el / 60:.1f} min", end="", file=sys.stderr, flush=True)
             _log(out, {"step": step, "diff": float(diff.detach()), "ar": float(ar.detach()), "lr": lr, "tokens": tokens_seen,
-                       "minutes": el / 60, "phase": phase})
+                       "minutes": el / 60})
         if time.time() - last_eval >= cfg.eval_every_min * 60:
             ev = evaluate(model, val_batches, cfg.device)
-            history.append({"step": step, "tokens": tokens_seen, "minutes": el / 60, "phase": phase, **ev})
+            history.append({"step": step, "tokens": tokens_seen, "minutes": el / 60, **ev})
             _log(out, {"eval": True, **history[-1]})
             print(f"\n[eval] step {step} " + " ".join(f"{k}={v:.3f}" for k, v in ev.items()), file=sys.stderr)
             last_eval = time.time()
@@ -575,7 +526,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             last_save = time.time()
     ev = evaluate(model, val_batches, cfg.device)
     history.append({"step": step, "tokens": tokens_seen, "minutes": (elapsed_prev + time.time() - t0) / 60,
-                    "phase": phase, **ev})
+                    **ev})
     _log(out, {"eval": True, **history[-1]})
     snapshot(final=True)
     print(f"\ndone: step {step}, {tokens_seen:,} tokens; checkpoint in {out / 'checkpoint'}", file=sys.stderr)

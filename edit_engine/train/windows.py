@@ -30,7 +30,7 @@ from ..model import ABSENT, CANVAS, PREFIX, SUFFIX
 from ..tokenizer import Tokenizer, trim_end, trim_start
 from .data import MAX_HOLE, Batch, SyntaxSpans, canvas_size, lay_canvas, sample_hole
 
-CHARS_PER_TOKEN = 4  # a generous estimate for Python (scripts/tokens_per_char.py measures about 3.3)
+CHARS_PER_TOKEN = 4  # a generous estimate of the characters per token of Python source
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,11 @@ def make_window(
 
 def collate_windows(
     windows: list[Window], tok: Tokenizer, rng: random.Random, max_canvas_pos: int, t_min: float = 0.05,
-    max_canvas: int = MAX_HOLE, corrupt: float = 0.0,
+    max_canvas: int = MAX_HOLE,
 ) -> Batch:
     """Lay out windows, one per row: the prefix left-padded to the batch's longest, then each hole's suffix and
     canvas packed tightly, rows right-padded. Canvas sizes and the diffusion time t are drawn per hole as in
-    ``data.collate``; ``max_canvas_pos`` is the model's ``max_canvas`` (where suffix positions start);
-    ``corrupt`` as in ``data.lay_canvas``."""
+    ``data.collate``; ``max_canvas_pos`` is the model's ``max_canvas`` (where suffix positions start)."""
     sizes = [[canvas_size(rng, max_canvas) for _ in w.holes] for w in windows]
     pl = max(len(w.prefix) for w in windows)
     widths = [pl + sum(len(h.suffix) + c for h, c in zip(w.holes, cs, strict=True))
@@ -138,7 +137,7 @@ def collate_windows(
                 pos[r, x : x + ns] = h.cut + max_canvas_pos + torch.arange(ns)
                 seg[r, x : x + ns] = i + 1
             x += ns
-            lay_canvas(tokens, kind, targets, weights, r, x, h.hole, c, tok, rng, t_min, corrupt)
+            lay_canvas(tokens, kind, targets, weights, r, x, h.hole, c, tok, rng, t_min)
             pos[r, x : x + c] = h.cut + torch.arange(c)
             seg[r, x : x + c] = i + 1
             limit[r, x : x + c] = o + h.cut

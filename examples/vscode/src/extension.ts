@@ -43,18 +43,17 @@ const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "rus
 let client: LanguageClient | undefined;
 let ghost: vscode.TextEditorDecorationType | undefined;
 
+// The server's settings are the extension's own configuration keys (package.json, whose sampler entries are
+// generated from the server's one definition of each setting), less the client-side serverCommand.
+let manifestKeys: string[] = [];
+
 function settings(): Record<string, unknown> {
   const c = vscode.workspace.getConfiguration("editEngine");
-  return {
-    modelPath: c.get<string | null>("modelPath", null),
-    maxTokens: c.get<number | null>("maxTokens", null),
-    threshold: c.get<number | null>("threshold", null),
-    minCommit: c.get<number | null>("minCommit", null),
-    spread: c.get<number | null>("spread", null),
-    remask: c.get<number | null>("remask", null),
-    floorRamp: c.get<number | null>("floorRamp", null),
-    streamPasses: c.get<boolean>("streamPasses", true),
-  };
+  const out: Record<string, unknown> = {};
+  for (const key of manifestKeys) {
+    out[key] = c.get(key, null);
+  }
+  return out;
 }
 
 function createClient(): LanguageClient {
@@ -145,6 +144,10 @@ class Provider implements vscode.InlineCompletionItemProvider {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const props: Record<string, unknown> = context.extension.packageJSON?.contributes?.configuration?.properties ?? {};
+  manifestKeys = Object.keys(props)
+    .map((k) => k.replace(/^editEngine\./, ""))
+    .filter((k) => k !== "serverCommand");
   ghost = vscode.window.createTextEditorDecorationType({
     after: { color: new vscode.ThemeColor("editorGhostText.foreground"), fontStyle: "italic" },
   });

@@ -1,0 +1,77 @@
+"""``edit-engine infill FILE --line L --col C``: fill at a cursor (or rewrite a selection) and print the fill."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .cli_args import SAMPLER_FLAGS, UserError, add_dtype_arg, add_sampler_args, sampler_overrides
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("infill", help="fill at a cursor position of a file and print the fill")
+    p.add_argument("file", help="source file")
+    p.add_argument("--line", type=int, required=True, help="1-based line of the cursor")
+    p.add_argument("--col", type=int, required=True, help="1-based column of the cursor, in characters")
+    p.add_argument("--end-line", type=int, help="1-based end line of a selection to rewrite")
+    p.add_argument("--end-col", type=int, help="1-based end column of a selection (exclusive)")
+    p.add_argument("--language", help="language id (default: from the file extension)")
+    p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
+    add_dtype_arg(p)
+    add_sampler_args(p, ("max_tokens",))
+    add_sampler_args(p, (*SAMPLER_FLAGS, "temperature"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--stream", action="store_true", help="print every refinement pass as it comes")
+    p.add_argument("--mode", choices=("insert", "rewrite"), default="insert",
+                   help="rewrite: refine the selected text instead of filling it from scratch")
+    p.add_argument("--no-repair", action="store_true", help="skip re-masking fills that do not parse")
+    p.set_defaults(handler=run)
+
+
+def run(a: argparse.Namespace) -> int:
+    from .engine import Engine, language_for_path
+    from .positions import offset_of_line_col
+
+    path = Path(a.file)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {a.file}: {e.strerror or e}") from e
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{a.file} is not valid UTF-8 (byte {e.start})") from e
+    try:
+        offset = offset_of_line_col(text, a.line, a.col)
+        selection = None
+        if a.end_line is not None or a.end_col is not None:
+            if a.end_line is None or a.end_col is None:
+                raise UserError("--end-line and --end-col go together")
+            end = offset_of_line_col(text, a.end_line, a.end_col)
+            if end < offset:
+                raise UserError("the selection ends before it starts")
+            selection = (offset, end)
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    engine = Engine.load(a.model, dtype=a.dtype)
+    overrides = sampler_overrides(a, (*SAMPLER_FLAGS, "temperature"))
+    lang = a.language or language_for_path(path)
+    kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
+              repair=not a.no_repair, **overrides)
+    if a.stream and not a.json:
+        result = None
+        for p in engine.stream_complete(text, offset, **kw):  # type: ignore[arg-type]
+            tag = "final" if p.final else f"{p.masked} masked"
+            print(f"--- pass {p.index} ({tag})\n{p.text}", flush=True)
+            result = p
+        assert result is not None
+        return 0
+    r = engine.complete(text, offset, **kw)  # type: ignore[arg-type]
+    if a.json:
+        print(json.dumps(r.to_json(text)))
+    else:
+        sys.stdout.write(r.text + ("" if r.text.endswith("\n") else "\n"))
+    return 0
