@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     floors = {int(x) for x in a.floors.split(",")} if a.floors else None
     if floors is not None:
-        known = {f for sc, thr, pthr, f in POLICIES if (sc, thr, pthr) == ("confidence", 0.9, 0.5)}
+        known = {f for thr, pthr, f in POLICIES if (thr, pthr) == (0.9, 0.5)}
         if floors - known:
             ap.error(f"--floors: no policy row for {sorted(floors - known)} (rows have {sorted(known)})")
     if a.all_files and not a.corpus:

@@ -239,20 +239,16 @@ class DiffusionLM(nn.Module):
     def quantize_int8(self) -> DiffusionLM:
         """Serve with int8 linear layers (kernels/int8.py), CPU only: every block's projections and the tied head
         hold int8 weights with a scale per output channel, and their inputs are quantized per token on the fly.
-        The embedding lookup, the norms, attention and the context cache stay float32. Without VNNI the weights
-        use 7 bits (``kernels.int8.weight_qmax``); quantizing the head alone there was slower end to end (54-58
-        against 41-45 ms a cached keystroke with the CPU capped at AVX2). Inference only; returns self. Measured
-        speed and quality: MODEL.md, "Serving in int8"."""
+        The embedding lookup, the norms, attention and the context cache stay float32. The weights use the range
+        the CPU's int8 GEMM sums exactly (``kernels.int8.weight_qmax``). Inference only; returns self. Measured
+        speed and quality: docs/results.md."""
         if self.int8:
             return self
         if self.device.type != "cpu":
             raise ValueError(f"int8 serving runs on the CPU; the model is on {self.device} (use bf16 on a GPU)")
         for b in self.blocks:
-            assert isinstance(b, Block)
             for name in ("wqkv", "wo", "w13", "w2"):
-                lin = getattr(b, name)
-                assert isinstance(lin, nn.Linear)
-                setattr(b, name, kernels.Int8Linear(lin.weight.float()))
+                setattr(b, name, kernels.Int8Linear(getattr(b, name).weight.float()))
         self.int8_head = kernels.Int8Linear(self.embed.weight.float())
         self.float().requires_grad_(False)
         return self

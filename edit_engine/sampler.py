@@ -15,7 +15,7 @@ decoding continues on the new masks. No oracle length.
 Pad rules (the training layout puts pads only at the canvas tail): a slot before the last committed real token
 cannot become a pad, and once a pad is committed every later masked slot becomes a pad in the same pass. The
 first ``min_tokens`` slots (default 1) cannot be pads: a request for a completion gets a non-empty one (an
-under-trained model otherwise collapses to all-pad fills, as the quality issue measured).
+under-trained model otherwise collapses to all-pad fills; docs/results.md).
 
 Length rule (``pad_threshold`` > 0). Training draws the canvas size independently of the fill's length
 (``train/data.py``), so on the first pass over freshly opened slots, with nothing of the fill decided yet, the

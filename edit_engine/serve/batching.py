@@ -404,7 +404,7 @@ class Scheduler:
             if not self._active:
                 return
         if changed or self._batch is None:
-            self._batch = self._build()
+            self._batch = _batch_cache(self._active)
         self._forward()
 
     def _drop_cancelled(self) -> bool:
@@ -437,29 +437,6 @@ class Scheduler:
                 job=j, cfg=p.cfg, k=[k[r : r + 1] for k in cache.k], v=[v[r : r + 1] for v in cache.v],
                 valid=cache.key_valid[r : r + 1, : cache.ctx_len], canvas_start=cache.canvas_start[r : r + 1],
                 state=state, admitted=now))
-
-    def _build(self) -> _Batch:
-        """The batched cache of the active jobs: contexts left-aligned, padded to the longest."""
-        act = self._active
-        b = len(act)
-        L = max(a.ctx_len for a in act)
-        cap = max(a.cfg.max_tokens for a in act)
-        ref = act[0].k[0]
-        _, h, _, hd = ref.shape
-        ks, vs = [], []
-        for i in range(len(act[0].k)):
-            k = torch.zeros(b, h, L + cap, hd, dtype=ref.dtype, device=ref.device)
-            v = torch.zeros_like(k)
-            for r, a in enumerate(act):
-                k[r, :, : a.ctx_len] = a.k[i][0]
-                v[r, :, : a.ctx_len] = a.v[i][0]
-            ks.append(k)
-            vs.append(v)
-        valid = torch.zeros(b, L + cap, dtype=torch.bool, device=ref.device)
-        for r, a in enumerate(act):
-            valid[r, : a.ctx_len] = a.valid[0]
-        starts = torch.cat([a.canvas_start for a in act])
-        return _Batch(ks, vs, valid, starts, L, cap)
 
     def _forward(self) -> None:
         batch = self._batch
@@ -509,29 +486,58 @@ class Scheduler:
             self.metrics.active.set(len(self._active))
 
     def _emit(self, a: _Active, step: Step) -> None:
-        tok, prep = self.engine.tokenizer, a.job.prepared
-        assert prep is not None
-        index, stop = step.index, step.stop_reason
-        ids = step.tokens.tolist()  # the canvas as this pass left it (before any growth)
-        text = unheal(tok.decode(ids), prep.healed)
-        stable = None
-        if a.job.spec.stable:
-            cut = ids.index(tok.mask_id) if tok.mask_id in ids else len(ids)
-            # An unfinished UTF-8 sequence is not stable yet; nor is anything before slot 0 holds the healed word.
-            stable = tok.decode(ids[:cut]).rstrip("\ufffd")
-            if prep.healed:
-                stable = stable[len(prep.healed) :] if stable.startswith(prep.healed) else ""
-        spec = a.job.spec
-        if spec.single_line:
-            text = _first_line(text)
-            stable = _first_line(stable) if stable is not None else None
-        if spec.transform is not None:
-            text = spec.transform(text)
-        if index == 0:
+        text, stable = _pass_text(self.engine.tokenizer, a.job, step)
+        if step.index == 0:
             self.metrics.first_pass.observe(time.perf_counter() - a.job.submitted)
         self.metrics.passes.inc()
-        a.job._deliver(JobPass(index, text, step.masked, step.final, step.nfe + spec.nfe, stop, stable, spec.start,
-                               spec.end))
+        spec = a.job.spec
+        a.job._deliver(JobPass(step.index, text, step.masked, step.final, step.nfe + spec.nfe, step.stop_reason,
+                               stable, spec.start, spec.end))
+
+
+def _batch_cache(act: list[_Active]) -> _Batch:
+    """The batched cache of the active jobs: contexts left-aligned, padded to the longest."""
+    b = len(act)
+    L = max(a.ctx_len for a in act)
+    cap = max(a.cfg.max_tokens for a in act)
+    ref = act[0].k[0]
+    _, h, _, hd = ref.shape
+    ks, vs = [], []
+    for i in range(len(act[0].k)):
+        k = torch.zeros(b, h, L + cap, hd, dtype=ref.dtype, device=ref.device)
+        v = torch.zeros_like(k)
+        for r, a in enumerate(act):
+            k[r, :, : a.ctx_len] = a.k[i][0]
+            v[r, :, : a.ctx_len] = a.v[i][0]
+        ks.append(k)
+        vs.append(v)
+    valid = torch.zeros(b, L + cap, dtype=torch.bool, device=ref.device)
+    for r, a in enumerate(act):
+        valid[r, : a.ctx_len] = a.valid[0]
+    starts = torch.cat([a.canvas_start for a in act])
+    return _Batch(ks, vs, valid, starts, L, cap)
+
+
+def _pass_text(tok: Any, job: Job, step: Step) -> tuple[str, str | None]:
+    """A pass's text as the job shows it (healed word left out, first line, post-processing), and with
+    ``JobSpec.stable`` the committed text before the first masked slot."""
+    prep, spec = job.prepared, job.spec
+    assert prep is not None
+    ids = step.tokens.tolist()  # the canvas as this pass left it (before any growth)
+    text = unheal(tok.decode(ids), prep.healed)
+    stable = None
+    if spec.stable:
+        cut = ids.index(tok.mask_id) if tok.mask_id in ids else len(ids)
+        # An unfinished UTF-8 sequence is not stable yet; nor is anything before slot 0 holds the healed word.
+        stable = tok.decode(ids[:cut]).rstrip("\ufffd")
+        if prep.healed:
+            stable = stable[len(prep.healed) :] if stable.startswith(prep.healed) else ""
+    if spec.single_line:
+        text = _first_line(text)
+        stable = _first_line(stable) if stable is not None else None
+    if spec.transform is not None:
+        text = spec.transform(text)
+    return text, stable
 
 
 def _own_context(a: _Active, capacity: int) -> ContextCache:
