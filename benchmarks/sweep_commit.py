@@ -25,7 +25,7 @@ indentation included), edit similarity (``harness.edit_similarity``: whitespace 
 forward passes per generated token, milliseconds per fill, the share of empty fills and the share of fills after
 which the whole file still parses (of the holes whose file parses as it is), and the share that parses with a
 fill holding code (not only a comment: a comment line parses anywhere, like an empty fill); and, at the default
-policy, the length rule's ``pad_threshold``. The default policy is chosen from this table (docs/experiments.md,
+policy, the length rule's ``pad_threshold``. The default policy is chosen from this table (docs/results.md,
 "Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
 
 Prints one table row per policy, then the whole result as one JSON line; ``--json OUT`` also writes it to OUT

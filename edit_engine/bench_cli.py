@@ -1,4 +1,4 @@
-"""``edit-engine bench``: fill latency of each sampler on real code, and of typing into a document (issue #6).
+"""``edit-engine bench``: fill latency of each sampler on real code, and of typing into a document.
 
     edit-engine bench --threads 1                  # full grid: under 8 minutes on a 2-core CPU
     edit-engine bench --quick --json               # under a minute
@@ -6,7 +6,7 @@
     edit-engine bench --device cuda
 
 Rows (one per sampler, context size and span), all from one process, on the same inputs, interleaved, after a
-warm-up (BENCHMARKS.md explains each):
+warm-up (docs/bench.md explains each):
 
 - ``naive``: ``sampler.reference_denoise``, a full recompute of prefix + suffix + canvas every pass, one token
   per pass (LLaDA low-confidence remasking);
@@ -287,13 +287,63 @@ def _pct(xs: list[float], q: float) -> float:
 def run_bench(engine: Engine, ar_engine: Engine | None, spec: BenchSpec,
               progress: Any = None) -> dict[str, Any]:
     """Measure the rows and the keystroke scenario; returns the JSON object (less ``command``)."""
-    from .engine import ContextCacheConfig, Engine
-
     t_start = time.perf_counter()
     log = (lambda msg: print(f"bench: {msg}", file=progress, flush=True)) if progress else (lambda msg: None)
+    notes: list[str] = []
+    grid = _grid(engine, ar_engine, spec, notes)
+    dev = engine.model.device
+    log("warm-up")
+    c0, s0, pre0, suf0 = grid.cells[0]
+    for n in grid.samplers:
+        _runner(n, grid.plain, grid.ar_plain, pre0, suf0, min(s0, 8))()
+    times, stats = _measure(grid, spec, dev, log)
+    rows = []
+    for n, c, s in grid.runners:
+        ts, st = times[(n, c, s)], stats[(n, c, s)]
+        p50 = _pct(ts, 50)
+        mean_nfe = sum(st) / len(st)
+        rows.append(Row(n, s, grid.ctx_actual[(c, s)], round(p50, 2), round(_pct(ts, 95), 2),
+                        round(mean_nfe / s, 3), round(1e3 * s / p50, 1) if p50 > 0 else 0.0, len(ts),
+                        [round(t, 2) for t in ts]))
+    if any(r.reps < spec.reps for r in rows):
+        notes.append(f"rows stop repeating after {spec.row_budget_s:g} s of runs (one at least; see reps)")
+    log("keystroke scenario")
+    keystroke = _keystroke(engine, spec, grid.texts)
+    return {
+        "rows": [asdict(r) for r in sorted(rows, key=lambda r: (r.context_tokens, r.span_tokens,
+                                                                  SAMPLERS.index(r.sampler)))],
+        "keystroke": keystroke,
+        "machine": _machine(dev),
+        "spec": asdict(spec),
+        "notes": notes,
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+
+
+_Key = tuple[str, int, int]  # (sampler, context size asked for, span)
+
+
+@dataclass
+class _Grid:
+    """The rows to measure: the engines they run on, each (context, span) cell's input, and one runner per
+    row (a sampler on a cell)."""
+
+    plain: Engine  # the diffusion model, keeping no context between calls
+    ar_plain: Engine | None  # the AR baseline, likewise (None without --ar-model)
+    samplers: list[str]
+    texts: list[str]  # the source files the inputs are cut from
+    cells: list[tuple[int, int, str, str]]  # (context, span, prefix text, suffix text)
+    runners: dict[_Key, Callable[[], int]]
+    ctx_actual: dict[tuple[int, int], int]  # (context, span) -> prefix + suffix tokens the model sees
+
+
+def _grid(engine: Engine, ar_engine: Engine | None, spec: BenchSpec, notes: list[str]) -> _Grid:
+    """The rows of ``spec`` this model can run: spans and contexts clamped to its budgets, slow rows skipped on
+    a CPU, the AR rows only with an AR engine; why any were changed goes to ``notes``."""
+    from .engine import ContextCacheConfig, Engine
+
     model, tok = engine.model, engine.tokenizer
     mc = model.cfg
-    notes: list[str] = []
     # Row engines keep no context between calls: every fill encodes its context, as a first request does.
     plain = Engine(model, tok, engine.sampler, engine.path, context_cache=ContextCacheConfig(budget_bytes=0))
     ar_plain = None
@@ -328,16 +378,19 @@ def run_bench(engine: Engine, ar_engine: Engine | None, spec: BenchSpec,
     for c, s, pre, suf in cells:
         p_ids, s_ids = plain.context_ids(pre, suf)
         ctx_actual[(c, s)] = len(p_ids) + len(s_ids)
-    dev = model.device
+    return _Grid(plain, ar_plain, samplers, texts, cells, runners, ctx_actual)
 
-    log("warm-up")
-    c0, s0, pre0, suf0 = cells[0]
-    for n in samplers:
-        _runner(n, plain, ar_plain, pre0, suf0, min(s0, 8))()
-    times: dict[tuple[str, int, int], list[float]] = {k: [] for k in runners}
-    stats: dict[tuple[str, int, int], list[int]] = {k: [] for k in runners}  # nfe per run
+
+def _measure(grid: _Grid, spec: BenchSpec, dev: torch.device, log: Callable[[str], None],
+             ) -> tuple[dict[_Key, list[float]], dict[_Key, list[int]]]:
+    """Time every row: ``spec.reps`` rounds over the cells, the samplers in a rotated order each round, a row
+    stopping after ``spec.reps`` runs or ``spec.row_budget_s`` of them. Returns each row's times (ms) and
+    forward passes, run by run."""
+    samplers, runners = grid.samplers, grid.runners
+    times: dict[_Key, list[float]] = {k: [] for k in runners}
+    stats: dict[_Key, list[int]] = {k: [] for k in runners}  # nfe per run
     for rep in range(spec.reps):
-        for c, s, _, _ in cells:
+        for c, s, _, _ in grid.cells:
             r = rep % len(samplers)
             order = samplers[r:] + samplers[:r]  # rotated every round: no sampler always goes first
             for n in order:
@@ -355,27 +408,7 @@ def run_bench(engine: Engine, ar_engine: Engine | None, spec: BenchSpec,
                 stats[key].append(nfe)
                 if rep == 0:
                     log(f"{n:>7} context {c:>5} span {s:>4}: {times[key][-1]:9.1f} ms, nfe {nfe}")
-    rows = []
-    for n, c, s in runners:
-        ts, st = times[(n, c, s)], stats[(n, c, s)]
-        p50 = _pct(ts, 50)
-        mean_nfe = sum(st) / len(st)
-        rows.append(Row(n, s, ctx_actual[(c, s)], round(p50, 2), round(_pct(ts, 95), 2),
-                        round(mean_nfe / s, 3), round(1e3 * s / p50, 1) if p50 > 0 else 0.0, len(ts),
-                        [round(t, 2) for t in ts]))
-    if any(r.reps < spec.reps for r in rows):
-        notes.append(f"rows stop repeating after {spec.row_budget_s:g} s of runs (one at least; see reps)")
-    log("keystroke scenario")
-    keystroke = _keystroke(engine, spec, texts)
-    return {
-        "rows": [asdict(r) for r in sorted(rows, key=lambda r: (r.context_tokens, r.span_tokens,
-                                                                  SAMPLERS.index(r.sampler)))],
-        "keystroke": keystroke,
-        "machine": _machine(dev),
-        "spec": asdict(spec),
-        "notes": notes,
-        "wall_s": round(time.perf_counter() - t_start, 1),
-    }
+    return times, stats
 
 
 def _keystroke(engine: Engine, spec: BenchSpec, texts: list[str]) -> dict[str, Any]:
@@ -385,9 +418,53 @@ def _keystroke(engine: Engine, spec: BenchSpec, texts: list[str]) -> dict[str, A
     from .engine import ContextCacheConfig, Engine
 
     model, tok = engine.model, engine.tokenizer
+    doc = _typing_doc(engine, spec, texts)
+    before, indent, line, after = doc.before, doc.indent, doc.line, doc.after
+    cached = Engine(model, tok, engine.sampler, engine.path, context_cache=ContextCacheConfig())
+    plain = Engine(model, tok, engine.sampler, engine.path, context_cache=ContextCacheConfig(budget_bytes=0))
+    warm = before + indent + "x = 1" + after
+    for e in (cached, plain):
+        e.complete(warm, len(before + indent) + 5, uri="bench://warm.py", repair=False,
+                   max_tokens=spec.keystroke_max_tokens)
+    cached.contexts.stats.hits = cached.contexts.stats.partial = cached.contexts.stats.misses = 0
+    cached.contexts.stats.tokens_reused = cached.contexts.stats.tokens_encoded = 0
+    typed = _type_line(doc, [("cached", cached), ("uncached", plain)], spec.keystroke_max_tokens, model.device)
+    ms, ctx_ms, nfe, fills = typed.ms, typed.ctx_ms, typed.nfe, typed.fills
+    identical = sum(fills[("cached", j)] == fills[("uncached", j)] and len(fills[("cached", j)]) == 1
+                    for j in range(1, len(line) + 1))
+    p_ids, s_ids = cached.context_ids(before + indent + line, after)
+    st = cached.contexts.stats
+    return {
+        "line": line, "keystrokes": len(line), "context_tokens": len(p_ids) + len(s_ids),
+        **{name: {"p50_ms": round(_pct(ms[name], 50), 2), "p95_ms": round(_pct(ms[name], 95), 2),
+                  "context_p50_ms": round(_pct(ctx_ms[name], 50), 2),
+                  "mean_nfe": round(sum(nfe[name]) / len(nfe[name]), 2)}
+           for name in ms},
+        "max_tokens": spec.keystroke_max_tokens,
+        "cache": {"hits": st.hits, "partial": st.partial, "misses": st.misses,
+                  "tokens_reused": st.tokens_reused, "tokens_encoded": st.tokens_encoded},
+        "identical_fills": identical, "span_kinds": typed.kinds,
+        "times_ms": {k: [round(t, 2) for t in v] for k, v in ms.items()},
+    }
+
+
+@dataclass(frozen=True)
+class _TypingDoc:
+    """The keystroke scenario's document: ``before + indent + line + after``, with ``line`` typed into it."""
+
+    before: str  # the context before the line (whole lines)
+    indent: str  # the typed line's indentation
+    line: str  # the characters typed
+    after: str  # a line break, then the context after the line
+
+
+def _typing_doc(engine: Engine, spec: BenchSpec, texts: list[str]) -> _TypingDoc:
+    """A code line of at least ``spec.line_chars`` characters, with the scenario's context on both sides, from
+    the first source that has one (a random one of its lines, seeded by ``spec.seed``)."""
+    tok = engine.tokenizer
     n_pre, n_suf = _split(engine, spec.keystroke_context)
     rng = random.Random(spec.seed + 1)
-    before = after = line = indent = ""
+    doc = _TypingDoc("", "", "", "")
     for text in texts:
         lines = text.splitlines(keepends=True)
         starts, before_tokens = [0], [0]  # token counts line by line: close to the whole text's, and linear
@@ -409,62 +486,51 @@ def _keystroke(engine: Engine, spec: BenchSpec, texts: list[str]) -> dict[str, A
         if cands:
             i = rng.choice(cands)
             ln = lines[i]
-            indent = ln[: len(ln) - len(ln.lstrip())]
-            line = ln.strip()[: spec.line_chars]
-            before = tok.decode(tok.encode(text[: starts[i]])[-n_pre:])
-            after = "\n" + tok.decode(tok.encode(text[starts[i + 1] :])[:n_suf])
+            doc = _TypingDoc(before=tok.decode(tok.encode(text[: starts[i]])[-n_pre:]),
+                             indent=ln[: len(ln) - len(ln.lstrip())], line=ln.strip()[: spec.line_chars],
+                             after="\n" + tok.decode(tok.encode(text[starts[i + 1] :])[:n_suf]))
             break
-    if not line:
+    if not doc.line:
         raise UserError(f"no source line of {spec.line_chars} characters with enough context")
-    cached = Engine(model, tok, engine.sampler, engine.path, context_cache=ContextCacheConfig())
-    plain = Engine(model, tok, engine.sampler, engine.path, context_cache=ContextCacheConfig(budget_bytes=0))
-    warm = before + indent + "x = 1" + after
-    for e in (cached, plain):
-        e.complete(warm, len(before + indent) + 5, uri="bench://warm.py", repair=False,
-                   max_tokens=spec.keystroke_max_tokens)
-    cached.contexts.stats.hits = cached.contexts.stats.partial = cached.contexts.stats.misses = 0
-    cached.contexts.stats.tokens_reused = cached.contexts.stats.tokens_encoded = 0
-    ms: dict[str, list[float]] = {"cached": [], "uncached": []}
-    ctx_ms: dict[str, list[float]] = {"cached": [], "uncached": []}  # of which: context encoding
-    nfe: dict[str, list[int]] = {"cached": [], "uncached": []}
-    kinds: dict[str, int] = {}
-    dev = model.device
-    fills: dict[tuple[str, int], set[str]] = {}
+    return doc
+
+
+@dataclass
+class _Typed:
+    """What typing the line recorded, per engine name: each fill's time, its context-encoding time and forward
+    passes; the distinct fills at each keystroke (by engine name and characters typed); and the span kinds of
+    the cached engine's first round."""
+
+    ms: dict[str, list[float]] = field(default_factory=lambda: {"cached": [], "uncached": []})
+    ctx_ms: dict[str, list[float]] = field(default_factory=lambda: {"cached": [], "uncached": []})
+    nfe: dict[str, list[int]] = field(default_factory=lambda: {"cached": [], "uncached": []})
+    fills: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    kinds: dict[str, int] = field(default_factory=dict)
+
+
+def _type_line(doc: _TypingDoc, order: list[tuple[str, Engine]], max_tokens: int, dev: torch.device) -> _Typed:
+    """Type ``doc.line`` with each engine in turn, completing after every keystroke, for ``ROUNDS`` rounds."""
+    before, indent, line, after = doc.before, doc.indent, doc.line, doc.after
+    rec = _Typed()
     # Each engine types the whole line, as one editor session would (interleaving the two engines keystroke by
     # keystroke would let the uncached one's full encodes evict the cached one's working set between its
     # keystrokes, which no real session does); two rounds, in both orders, share the machine's slow phases.
-    order = [("cached", cached), ("uncached", plain)]
     for rnd in range(ROUNDS):
         for name, e in order if rnd % 2 == 0 else order[::-1]:
             for j in range(1, len(line) + 1):
-                doc = before + indent + line[:j] + after
+                text = before + indent + line[:j] + after
                 off = len(before + indent) + j
                 _sync(dev)
                 t0 = time.perf_counter()
-                c = e.complete(doc, off, uri=KEYSTROKE_URI, repair=False, max_tokens=spec.keystroke_max_tokens)
+                c = e.complete(text, off, uri=KEYSTROKE_URI, repair=False, max_tokens=max_tokens)
                 _sync(dev)
-                ms[name].append((time.perf_counter() - t0) * 1e3)
-                ctx_ms[name].append(c.timings["context"])
-                nfe[name].append(c.nfe)
-                fills.setdefault((name, j), set()).add(c.text)
+                rec.ms[name].append((time.perf_counter() - t0) * 1e3)
+                rec.ctx_ms[name].append(c.timings["context"])
+                rec.nfe[name].append(c.nfe)
+                rec.fills.setdefault((name, j), set()).add(c.text)
                 if name == "cached" and rnd == 0:
-                    kinds[c.kind] = kinds.get(c.kind, 0) + 1
-    identical = sum(fills[("cached", j)] == fills[("uncached", j)] and len(fills[("cached", j)]) == 1
-                    for j in range(1, len(line) + 1))
-    p_ids, s_ids = cached.context_ids(before + indent + line, after)
-    st = cached.contexts.stats
-    return {
-        "line": line, "keystrokes": len(line), "context_tokens": len(p_ids) + len(s_ids),
-        **{name: {"p50_ms": round(_pct(ms[name], 50), 2), "p95_ms": round(_pct(ms[name], 95), 2),
-                  "context_p50_ms": round(_pct(ctx_ms[name], 50), 2),
-                  "mean_nfe": round(sum(nfe[name]) / len(nfe[name]), 2)}
-           for name in ms},
-        "max_tokens": spec.keystroke_max_tokens,
-        "cache": {"hits": st.hits, "partial": st.partial, "misses": st.misses,
-                  "tokens_reused": st.tokens_reused, "tokens_encoded": st.tokens_encoded},
-        "identical_fills": identical, "span_kinds": kinds,
-        "times_ms": {k: [round(t, 2) for t in v] for k, v in ms.items()},
-    }
+                    rec.kinds[c.kind] = rec.kinds.get(c.kind, 0) + 1
+    return rec
 
 
 def _code_lines(text: str) -> set[int]:

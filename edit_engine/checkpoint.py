@@ -3,12 +3,13 @@
 Weights are stored in bf16 (half the bytes; the packaged model stays small) and loaded into the dtype asked
 for. Loading reads local files only.
 
-Serving dtype (``parse_dtype``; ``Engine.load(dtype=...)``, ``--dtype``, ``EDIT_ENGINE_DTYPE``): float32 by
-default. bfloat16 computes in bf16 (activations round to 8 bits of mantissa); on a CPU with avx512_bf16 or AMX
-it is faster, on one without them much slower (emulated), and it can change a fill (MODEL.md, "Serving in bf16").
-int8 (CPU only) holds the linear layers' weights as int8 and quantizes activations per token
-(``DiffusionLM.quantize_int8``, kernels/int8.py): faster than float32 on x86 CPUs, with or without AVX-512,
-and it can change a fill (MODEL.md, "Serving in int8").
+Serving dtype (``dtypes.parse_dtype``; ``Engine.load(dtype=...)``, ``--dtype``, ``EDIT_ENGINE_DTYPE``): float32
+by default. bfloat16 computes in bf16 (activations round to 8 bits of mantissa); on a CPU with avx512_bf16 or
+AMX it is faster, on one without them much slower (emulated), and it can change a fill (MODEL.md, "Evaluation",
+serving options). int8 (CPU only) holds the linear layers' weights as int8 and quantizes activations per token
+(``DiffusionLM.quantize_int8``, kernels/int8.py); it is taken only on CPUs with an int8 dot-product unit
+(AVX512-VNNI, AVX-VNNI or AMX) whose GEMM sums exactly, and declined elsewhere with a warning, serving float32
+(``kernels.int8.int8_serving_reason``). It can change a fill (MODEL.md, "Evaluation", serving options).
 """
 
 from __future__ import annotations

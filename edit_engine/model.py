@@ -74,7 +74,7 @@ PRESETS: dict[str, ModelConfig] = {
                         max_prefix=256, max_suffix=128),
     # The packaged default: trained on 2 CPU cores.
     "small": ModelConfig(d_model=256, n_layers=4, n_heads=4, d_ff=704),
-    # Trained on one GPU in minutes (scripts/gpu_train.sh); about 13 M parameters, 27 MB in bf16.
+    # Trained on one GPU in minutes (benchmarks/gpu_train.sh); about 13 M parameters, 27 MB in bf16.
     "mid": ModelConfig(d_model=384, n_layers=6, n_heads=6, d_ff=960, max_prefix=768, max_suffix=256),
     # Larger ones for GPU training.
     "base": ModelConfig(d_model=512, n_layers=8, n_heads=8, d_ff=1376, max_prefix=2048, max_suffix=512),
@@ -228,6 +228,11 @@ class DiffusionLM(nn.Module):
         if self.int8_head is not None:
             return self.int8_head(h)
         return F.linear(h, self.embed.weight)
+
+    @property
+    def tied_head(self) -> torch.Tensor | None:
+        """The tied head's weight (the embedding), None once the head is int8 (``interfaces.CanvasModel``)."""
+        return None if self.int8 else self.embed.weight
 
     # ------------------------------------------------------------------ int8 serving
     @property

@@ -28,8 +28,14 @@ writes ``for i in range(n)`` before a ``:`` it can see, instead of guessing that
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict
+
 from . import postprocess, syntax
 from .plan import Plan
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
 KINDS = ("selection", "comment", "string", "in_brackets", "in_line", "rest_of_line", "block_body", "statement",
@@ -92,84 +98,160 @@ def plan(text: str, offset: int, selection: tuple[int, int] | None = None,
         raise ValueError(f"cursor offset {offset} outside the document (length {len(text)})")
     if doc is None or doc.text != text:
         doc = syntax.Document.parse(text, language)
-    g = doc.grammar
-    has_tree = doc.tree is not None
-    unit = postprocess.detect_indent(text[max(0, offset - 20_000) : offset + 20_000], g.indent)
-
-    def mk(start: int, end: int, kind: str, initial: int, cap: int, single: bool, indent: str = "",
-           lead: str = "", trail: str = "", stop: str = "", code: bool = True, close: str = "",
-           indents: tuple[str, ...] = ()) -> Plan:
-        return Plan(start, end, kind, min(cap, initial), cap, single, g.name, indent, unit, lead, trail, stop,
-                    code, has_tree and code, close, indents)
-
+    unit = postprocess.detect_indent(text[max(0, offset - 20_000) : offset + 20_000], doc.grammar.indent)
     if selection is not None:
-        s, e = selection
-        if not 0 <= s <= e <= len(text):
-            raise ValueError(f"selection [{s}, {e}) outside the document (length {len(text)})")
-        approx = max(1, (e - s) // 3)
-        cap = max_tokens or min(256, max(64, 2 * approx))
-        ls, _ = _line_at(text, s)
-        return mk(s, e, "selection", _bucket(approx), cap, False, _indent_of(text[ls:s]))
+        return _selection_plan(_Cursor(text, offset, max_tokens, doc, unit), selection)
     ls, le = _line_at(text, offset)
-    before, after = text[ls:offset], text[offset:le]
-    indent = _indent_of(before)
-    caps = doc.captures_at(offset) if has_tree else {}
+    caps = doc.captures_at(offset) if doc.tree is not None else {}
     b = len(text[:offset].encode("utf-8", "surrogatepass")) if caps else 0
+    cur = _Cursor(text, offset, max_tokens, doc, unit, ls, le, caps, b)
+    inside = _comment_or_string_plan(cur)
+    if inside is not None:
+        return inside
+    if cur.after.strip():
+        return _mid_line_plan(cur)
+    openers = cur.g.block_openers if cur.has_tree else BLOCK_OPENERS
+    stripped = cur.before.rstrip()
+    if stripped.endswith(openers):
+        return cur.make("block_body", 32, 128, False, cur.indent, lead="\n" + cur.indent + unit)
+    if not stripped:
+        return _blank_line_plan(cur, openers)
+    words = stripped.split(None, 1)
+    g = cur.g
+    close = _header_close(text, offset, le, cur.indent, g) if words and words[0] in g.header_keywords else ""
+    # 8 slots to start (the canvas grows when a line needs more): on held-out single lines it fills as well as
+    # 16 and, typing into a document, takes 2.2 passes per fill instead of 3.5 (docs/results.md, 2026-11-30,
+    # "A rest-of-line plan starts from an 8-slot canvas").
+    return cur.make("rest_of_line", 8, 48, True, cur.indent, close=close)
 
-    # Inside a comment or a string: plain text that continues the line.
+
+class _Extras(TypedDict, total=False):
+    """``Plan`` fields a span kind may set (``_Cursor.make``)."""
+
+    lead: str
+    trail: str
+    stop: str
+    code: bool
+    close: str
+    indents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Cursor:
+    """What ``plan`` knows about the cursor: the document, its indentation unit, the cursor's line ``[ls, le)``,
+    the syntax captures around the cursor and its byte offset ``b`` (0 without captures)."""
+
+    text: str
+    offset: int
+    max_tokens: int | None  # the caller's cap on the fill (None: each kind's default)
+    doc: syntax.Document
+    unit: str
+    ls: int = 0
+    le: int = 0
+    caps: dict[str, list[Any]] = field(default_factory=dict)
+    b: int = 0
+
+    @property
+    def g(self) -> syntax.Grammar:
+        return self.doc.grammar
+
+    @property
+    def has_tree(self) -> bool:
+        return self.doc.tree is not None
+
+    @property
+    def before(self) -> str:
+        """The cursor's line up to the cursor."""
+        return self.text[self.ls : self.offset]
+
+    @property
+    def after(self) -> str:
+        """The cursor's line from the cursor on."""
+        return self.text[self.offset : self.le]
+
+    @property
+    def indent(self) -> str:
+        return _indent_of(self.before)
+
+    def make(self, kind: str, initial: int, cap: int, single: bool, indent: str = "",
+             span: tuple[int, int] | None = None, **extras: Unpack[_Extras]) -> Plan:
+        """The plan for a fill of ``kind`` over ``span`` (default: an insertion at the cursor), starting with
+        ``initial`` canvas slots and capped at the caller's ``max_tokens`` or else ``cap``."""
+        start, end = span if span is not None else (self.offset, self.offset)
+        cap = self.max_tokens or cap
+        return Plan(start, end, kind, min(cap, initial), cap, single, self.g.name, indent, self.unit,
+                    check=self.has_tree and extras.get("code", True), **extras)
+
+
+def _selection_plan(cur: _Cursor, selection: tuple[int, int]) -> Plan:
+    """Rewrite exactly the selection, with a canvas sized from its length (about 3 characters a token)."""
+    text = cur.text
+    s, e = selection
+    if not 0 <= s <= e <= len(text):
+        raise ValueError(f"selection [{s}, {e}) outside the document (length {len(text)})")
+    approx = max(1, (e - s) // 3)
+    ls, _ = _line_at(text, s)
+    return cur.make("selection", _bucket(approx), min(256, max(64, 2 * approx)), False, _indent_of(text[ls:s]),
+                    span=(s, e))
+
+
+def _comment_or_string_plan(cur: _Cursor) -> Plan | None:
+    """Inside a comment or a string: plain text that continues the line (cut at a block comment's closer or the
+    string's closing quote). None when the cursor is in neither."""
+    g, doc, b = cur.g, cur.doc, cur.b
+    caps = cur.caps
     for node in caps.get("comment", []):
         closer = g.block_comment[1] if g.block_comment else ""
         node_text = doc.data[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
         closed = bool(closer) and node_text.endswith(closer) and len(node_text) >= 4 and g.block_comment is not None \
             and node_text.startswith(g.block_comment[0])
         if node.start_byte < b < node.end_byte or (b == node.end_byte and not closed):
-            return mk(offset, offset, "comment", 8, max_tokens or 32, True, indent, stop=closer if closed else "",
-                      code=False)
+            return cur.make("comment", 8, 32, True, cur.indent, stop=closer if closed else "", code=False)
     for node in reversed(caps.get("string", [])):
         if node.start_byte < b < node.end_byte:
             node_text = doc.data[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
-            return mk(offset, offset, "string", 8, max_tokens or 32, True, indent,
-                      stop=_string_closer(node_text, g.quotes), code=False)
+            return cur.make("string", 8, 32, True, cur.indent, stop=_string_closer(node_text, g.quotes), code=False)
+    return None
 
-    stripped = before.rstrip()
-    if after.strip():
-        # "{|}" (an editor auto-closed the brace): a block body between.
-        closer = dict(g.brackets).get(stripped[-1:], "") if stripped else ""
-        if closer and stripped[-1:] in g.block_openers and after.strip()[0] == closer and stripped[-1] == "{":
-            return mk(offset, offset, "block_body", 32, max_tokens or 128, False, indent, "\n" + indent + unit,
-                      "\n" + indent)
-        # Inside brackets that close on this line: fill the arguments only.
-        for node in reversed(caps.get("brackets", [])):
-            kids = node.children
-            opener = next((k for k in kids if k.type in dict(g.brackets)), None)
-            last = kids[-1] if kids else None
-            if opener is None or last is None or last.type != dict(g.brackets).get(opener.type):
-                continue
-            if not opener.end_byte <= b <= last.start_byte:
-                continue
-            close_at = doc.char(last.start_byte)
-            if close_at > le:  # closes on a later line
-                continue
-            end = close_at if not text[offset:close_at].strip() else offset
-            return mk(offset, end, "in_brackets", 8, max_tokens or 32, True, indent)
-        return mk(offset, offset, "in_line", 8, max_tokens or 32, True, indent)
-    openers = g.block_openers if has_tree else BLOCK_OPENERS
-    if stripped.endswith(openers):
-        return mk(offset, offset, "block_body", 32, max_tokens or 128, False, indent, "\n" + indent + unit)
-    if not stripped:
-        target = _statement_indent(text, doc, offset, ls, unit, openers)
-        lead = target if not before else ""
-        close = _header_close(text, offset, le, before or target, g)
-        if close:
-            return mk(offset, offset, "header", 16, max_tokens or 48, True, before or target, lead, close=close)
-        indents = () if before or not has_tree else candidate_indents(text, ls, le, unit, openers, g.line_comment)
-        return mk(offset, offset, "statement", 16, max_tokens or 64, False, before or target, lead,
-                  indents=indents if target in indents else ())
-    words = stripped.split(None, 1)
-    close = _header_close(text, offset, le, indent, g) if words and words[0] in g.header_keywords else ""
-    # 8 slots to start (the canvas grows when a line needs more): on held-out single lines it fills as well as
-    # 16 and, typing into a document, takes 2.2 passes per fill instead of 3.5 (BENCHMARKS.md, "Results").
-    return mk(offset, offset, "rest_of_line", 8, max_tokens or 48, True, indent, close=close)
+
+def _mid_line_plan(cur: _Cursor) -> Plan:
+    """Code follows the cursor on its line: a block body inside an auto-closed ``{|}``, the arguments of
+    brackets that close on this line, or else the text between (single line)."""
+    g, indent, stripped = cur.g, cur.indent, cur.before.rstrip()
+    # "{|}" (an editor auto-closed the brace): a block body between.
+    closer = dict(g.brackets).get(stripped[-1:], "") if stripped else ""
+    if closer and stripped[-1:] in g.block_openers and cur.after.strip()[0] == closer and stripped[-1] == "{":
+        return cur.make("block_body", 32, 128, False, indent, lead="\n" + indent + cur.unit, trail="\n" + indent)
+    # Inside brackets that close on this line: fill the arguments only.
+    for node in reversed(cur.caps.get("brackets", [])):
+        kids = node.children
+        opener = next((k for k in kids if k.type in dict(g.brackets)), None)
+        last = kids[-1] if kids else None
+        if opener is None or last is None or last.type != dict(g.brackets).get(opener.type):
+            continue
+        if not opener.end_byte <= cur.b <= last.start_byte:
+            continue
+        close_at = cur.doc.char(last.start_byte)
+        if close_at > cur.le:  # closes on a later line
+            continue
+        end = close_at if not cur.text[cur.offset : close_at].strip() else cur.offset
+        return cur.make("in_brackets", 8, 32, True, indent, span=(cur.offset, end))
+    return cur.make("in_line", 8, 32, True, indent)
+
+
+def _blank_line_plan(cur: _Cursor, openers: tuple[str, ...]) -> Plan:
+    """The cursor is on a blank line: a block header when a deeper line follows (``header``), else statements at
+    the block's indentation, with the candidate indentations when the code around leaves it open."""
+    text, offset, le, unit, before = cur.text, cur.offset, cur.le, cur.unit, cur.before
+    target = _statement_indent(text, cur.doc, offset, cur.ls, unit, openers)
+    lead = target if not before else ""
+    close = _header_close(text, offset, le, before or target, cur.g)
+    if close:
+        return cur.make("header", 16, 48, True, before or target, lead=lead, close=close)
+    indents = () if before or not cur.has_tree else candidate_indents(text, cur.ls, le, unit, openers,
+                                                                       cur.g.line_comment)
+    return cur.make("statement", 16, 64, False, before or target, lead=lead,
+                    indents=indents if target in indents else ())
 
 
 def candidate_indents(text: str, ls: int, le: int, unit: str, openers: tuple[str, ...],

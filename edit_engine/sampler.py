@@ -315,8 +315,9 @@ def commit_pass(
     logits[..., mask_id] = float("-inf")  # the model never commits a mask
     logits[..., pad_id].masked_fill_(_pad_banned(canvas, masked, pad_id, cfg, length_ban), float("-inf"))
     kernels.commit_step(
-        logits, canvas, masked, cfg.threshold, cfg.min_commit if floor is None else floor, cfg.max_commit,
-        _choice(logits, cfg.temperature, gen), cfg.spread,
+        logits, canvas, masked,
+        kernels.CommitRule(cfg.threshold, cfg.min_commit if floor is None else floor, cfg.max_commit, cfg.spread),
+        _choice(logits, cfg.temperature, gen),
     )
     _propagate_pads(canvas, masked, pad_id)
 
@@ -411,11 +412,12 @@ class DenoiseState:
         """This pass's floor: the ramp over a fresh canvas, else ``min_commit``."""
         return self.cfg.floor_at(self.nfe) if self.ramp else self.cfg.min_commit
 
-    def wants_logits(self, model: object) -> bool:
+    def wants_logits(self, model: CanvasModel) -> bool:
         """Whether the next pass needs the canvas logits; False where ``step_hidden`` may take the hidden states
-        instead (greedy, no slot-0 table, a float ``DiffusionLM`` with a tied head, no length
-        decision pending)."""
-        return not (self.open_from is None and self.cfg.temperature <= 0 and self.first is None and isinstance(model, DiffusionLM) and not model.int8)
+        instead: greedy, no slot-0 table, no length decision pending, and a model whose logits are its hidden
+        states times a tied head (``CanvasModel.tied_head``)."""
+        return not (self.open_from is None and self.cfg.temperature <= 0 and self.first is None
+                    and model.tied_head is not None)
 
     def step(self, logits: torch.Tensor) -> None:
         """One pass's decision from this run's canvas logits (B, C, V): the length rule on freshly opened slots,
@@ -436,9 +438,10 @@ class DenoiseState:
         cfg = self.cfg
         ban = _pad_banned(self.canvas, self.masked, self.pad_id, cfg, self.length_ban)
         with torch.no_grad():  # the head's weight is a parameter: no graph, and the Triton path on a GPU
-            idx, sc = kernels.head_token_stats(h, head_weight, self.mask_id, self.pad_id, ban, self.bias)
-        kernels.commit_from_stats(idx, sc, self.canvas, self.masked, cfg.threshold, self.floor, cfg.max_commit,
-                                  cfg.spread)
+            idx, sc = kernels.head_token_stats(h, head_weight, kernels.HeadBans(self.mask_id, self.pad_id, ban,
+                                                                                self.bias))
+        kernels.commit_from_stats(idx, sc, self.canvas, self.masked,
+                                  kernels.CommitRule(cfg.threshold, self.floor, cfg.max_commit, cfg.spread))
         _propagate_pads(self.canvas, self.masked, self.pad_id)
         self.nfe += 1
 
@@ -512,9 +515,10 @@ def denoise(
             return
         if st.wants_logits(model):
             st.step(model.canvas_logits(st.canvas, cache))  # (B, C, V)
-        else:
-            assert isinstance(model, DiffusionLM)  # wants_logits: only ours takes (token, score) from hidden states
-            st.step_hidden(model.canvas_hidden(st.canvas, cache), model.embed.weight)  # (B, C, D)
+        else:  # (token, score) straight from the hidden states and the tied head
+            head = model.tied_head
+            assert head is not None
+            st.step_hidden(model.canvas_hidden(st.canvas, cache), head)  # (B, C, D)
         step = st.advance(*st.stats().tolist())  # the one host read per pass
         yield step
         if step.final:

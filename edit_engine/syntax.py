@@ -97,9 +97,26 @@ def load(language: str) -> Grammar:
         lang = ts.Language(getattr(module, s.get("function", "language"))())
     except (ImportError, AttributeError, KeyError, ValueError):
         return Grammar(language, **settings)  # settings without a tree
-    src = _read(folder, "spans.scm")
+    src = _spans(folder)
     query = ts.Query(lang, src) if src else None
     return Grammar(language, lang, query, **settings)
+
+
+def _spans(folder: str, seen: tuple[str, ...] = ()) -> str | None:
+    """A grammar's ``spans.scm``, with the queries it inherits first: a first line ``; inherits: a, b`` (the
+    convention of Neovim's tree-sitter queries) prepends those folders' queries, so a dialect (TypeScript,
+    TSX) adds only its own node kinds to its base language's."""
+    src = _read(folder, "spans.scm")
+    if src is None:
+        return None
+    first = src.split("\n", 1)[0]
+    if not first.startswith("; inherits:"):
+        return src
+    parts = []
+    for base in (b.strip() for b in first.removeprefix("; inherits:").split(",")):
+        if base and base.isidentifier() and base not in seen:
+            parts.append(_spans(base, (*seen, folder)) or "")
+    return "\n".join([*parts, src])
 
 
 def point(text: str, offset: int) -> tuple[int, int]:

@@ -25,7 +25,27 @@ EOS = "<|eos|>"
 SPECIAL_TOKENS = (PAD, MASK, EOS)
 
 
-class Tokenizer:
+class TokenCodec:
+    """Encoding and decoding over a ``tokenizers`` tokenizer ``hf``, dropping ``special_ids`` from decoded text:
+    shared by our tokenizer and the open models' (``hf.OpenTokenizer``)."""
+
+    hf: _HFTokenizer
+    special_ids: frozenset[int]
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids for ``text`` (no special tokens added)."""
+        return list(self.hf.encode(text, add_special_tokens=False).ids)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [list(e.ids) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ``ids``; special tokens (pad, mask, eos, and the model's other specials) are dropped."""
+        keep = [int(i) for i in ids if int(i) not in self.special_ids]
+        return str(self.hf.decode(keep, skip_special_tokens=False)) if keep else ""
+
+
+class Tokenizer(TokenCodec):
     """Thin typed wrapper over a ``tokenizers`` byte-level BPE with our special tokens."""
 
     def __init__(self, hf: _HFTokenizer) -> None:
@@ -43,19 +63,6 @@ class Tokenizer:
     @property
     def vocab_size(self) -> int:
         return int(self.hf.get_vocab_size())
-
-    # ------------------------------------------------------------------ encode / decode
-    def encode(self, text: str) -> list[int]:
-        """Token ids for ``text`` (no special tokens added)."""
-        return list(self.hf.encode(text, add_special_tokens=False).ids)
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [list(e.ids) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """Text of ``ids``; special tokens (pad, mask, eos) are dropped."""
-        keep = [int(i) for i in ids if int(i) not in self.special_ids]
-        return str(self.hf.decode(keep, skip_special_tokens=False)) if keep else ""
 
     # ------------------------------------------------------------------ persistence
     @classmethod

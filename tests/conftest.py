@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny random model for unit tests, and the packaged model for end-to-end tests."""
+"""Shared fixtures: a tiny random model for unit tests, the packaged model for end-to-end tests, and the pieces
+that build tiny open-checkpoint folders (Hugging Face / LLaDA layouts) for tests/test_hf*.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import json
 import os
 import random
 import textwrap
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -39,11 +43,19 @@ def tiny_engine(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> Engine:
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_model: DiffusionLM,
-                    tiny_tokenizer: Tokenizer) -> Path:
-    d = tmp_path_factory.mktemp("tiny-ckpt")
-    checkpoint.save(d, tiny_model, tiny_tokenizer, {"note": "random weights, tests only"}, dtype=torch.float32)
-    return d
+def save_tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory,
+                         tiny_tokenizer: Tokenizer) -> Callable[[str, DiffusionLM, str], Path]:
+    """Saves a model with the tiny tokenizer (fp32) into a new tmp folder named after ``name``; returns it."""
+    def save(name: str, model: DiffusionLM, note: str) -> Path:
+        d = tmp_path_factory.mktemp(name)
+        checkpoint.save(d, model, tiny_tokenizer, {"note": note}, dtype=torch.float32)
+        return d
+    return save
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(save_tiny_checkpoint: Callable[[str, DiffusionLM, str], Path], tiny_model: DiffusionLM) -> Path:
+    return save_tiny_checkpoint("tiny-ckpt", tiny_model, "random weights, tests only")
 
 
 @pytest.fixture()
@@ -77,3 +89,66 @@ def int8_serving(monkeypatch: pytest.MonkeyPatch) -> None:
     from edit_engine.kernels import int8
 
     monkeypatch.setattr(int8, "int8_serving_reason", lambda: "")
+
+
+# ---------------------------------------------------------------------------------------------------- open folders
+@pytest.fixture(scope="session")
+def hf_tokenizer() -> Callable[..., Any]:
+    """Makes a ``tokenizers`` byte-level BPE (384 tokens; special tokens '<|endoftext|>' and ``mask``) trained on
+    the source of ``modules``, the kind of tokenizer.json an open checkpoint ships."""
+    from tokenizers import Tokenizer as HFTok
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    def make(mask: str, modules: Sequence[ModuleType] = (textwrap,)) -> HFTok:
+        tok = HFTok(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=384, special_tokens=["<|endoftext|>", mask], min_frequency=2,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tok.train_from_iterator([inspect.getsource(m) for m in modules], trainer=trainer)
+        return tok
+    return make
+
+
+_LLADA_NAMES = {"self_attn.q_proj": "q_proj", "self_attn.k_proj": "k_proj", "self_attn.v_proj": "v_proj",
+                "self_attn.o_proj": "attn_out", "input_layernorm": "attn_norm", "post_attention_layernorm": "ff_norm",
+                "mlp.gate_proj": "ff_proj", "mlp.up_proj": "up_proj", "mlp.down_proj": "ff_out"}
+_LLADA_TOP = {"model.embed_tokens.weight": "model.transformer.wte.weight",
+              "model.norm.weight": "model.transformer.ln_f.weight", "lm_head.weight": "model.transformer.ff_out.weight"}
+
+
+def _to_llada(name: str) -> str:
+    """A ``transformers`` LLaMA weight name under LLaDA's OLMo-style naming."""
+    if name in _LLADA_TOP:
+        return _LLADA_TOP[name]
+    _, _, i, rest = name.split(".", 3)
+    for src, dst in _LLADA_NAMES.items():
+        if rest.startswith(src + "."):
+            return f"model.transformer.blocks.{i}.{dst}{rest[len(src):]}"
+    raise KeyError(name)
+
+
+@pytest.fixture(scope="session")
+def write_llada_folder() -> Callable[[Path, Any, Any], Path]:
+    """Writes a ``transformers`` LLaMA ``ref`` into folder ``d`` in LLaDA's native layout: weights under OLMo-style
+    names, an OLMo-style config.json read off ``ref.config``, and ``tok`` as tokenizer.json only (no
+    tokenizer_config.json: the mask is found by its spelling '<|mdm_mask|>'). Returns ``d``."""
+    from safetensors.torch import save_file
+
+    def write(d: Path, ref: Any, tok: Any) -> Path:
+        cfg = ref.config
+        rope_theta = getattr(cfg, "rope_theta", None) or cfg.rope_parameters["rope_theta"]
+        save_file({_to_llada(k): t.contiguous() for k, t in ref.state_dict().items()}, str(d / "model.safetensors"))
+        eos = tok.token_to_id("<|endoftext|>")
+        (d / "config.json").write_text(json.dumps({
+            "architectures": ["LLaDAModelLM"], "model_type": "llada", "d_model": cfg.hidden_size,
+            "n_heads": cfg.num_attention_heads, "n_kv_heads": cfg.num_key_value_heads,
+            "n_layers": cfg.num_hidden_layers, "mlp_hidden_size": cfg.intermediate_size, "mlp_ratio": 4,
+            "rope_theta": rope_theta, "rms_norm_eps": cfg.rms_norm_eps, "vocab_size": cfg.vocab_size,
+            "embedding_size": cfg.vocab_size, "max_sequence_length": cfg.max_position_embeddings,
+            "eos_token_id": eos, "pad_token_id": eos, "weight_tying": False, "block_type": "llama",
+            "layer_norm_type": "rms", "activation_type": "silu", "include_bias": False, "rope": True,
+            "alibi": False}))
+        tok.save(str(d / "tokenizer.json"))
+        return d
+    return write

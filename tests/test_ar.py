@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine import ar, checkpoint
+from edit_engine import ar
 from edit_engine.engine import ContextCacheConfig, Engine
 from edit_engine.model import PREFIX, PRESETS, DiffusionLM
 from edit_engine.sampler import Step
@@ -123,11 +124,8 @@ def test_should_stop_stops_before_the_next_pass(ar_model: DiffusionLM, tiny_toke
 
 
 @pytest.fixture(scope="module")
-def ar_checkpoint(tmp_path_factory: pytest.TempPathFactory, ar_model: DiffusionLM,
-                  tiny_tokenizer: Tokenizer) -> Path:
-    d = tmp_path_factory.mktemp("tiny-ar")
-    checkpoint.save(d, ar_model, tiny_tokenizer, {"note": "tests only"}, dtype=torch.float32)
-    return d
+def ar_checkpoint(save_tiny_checkpoint: Callable[[str, DiffusionLM, str], Path], ar_model: DiffusionLM) -> Path:
+    return save_tiny_checkpoint("tiny-ar", ar_model, "tests only")
 
 
 def test_engine_dispatches_on_the_objective(ar_checkpoint: Path, tiny_tokenizer: Tokenizer) -> None:

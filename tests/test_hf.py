@@ -3,12 +3,13 @@ tmp folder (no download), the approximate cache, the engine and the CLI end to e
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import subprocess
 import sys
+import textwrap
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from safetensors.torch import save_file  # noqa: E402
 from tokenizers import Tokenizer as HFTok  # noqa: E402
-from tokenizers import decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 from edit_engine import checkpoint, hf  # noqa: E402
 from edit_engine.engine import Engine  # noqa: E402
@@ -32,19 +31,6 @@ ATOL = 2e-5  # fp32
 
 
 # ---------------------------------------------------------------------------------------------------- fixtures
-def _tokenizer(mask: str) -> HFTok:
-    import json as json_mod
-    import textwrap
-
-    tok = HFTok(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=384, special_tokens=["<|endoftext|>", mask], min_frequency=2,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator([inspect.getsource(m) for m in (json_mod.decoder, textwrap)], trainer=trainer)
-    return tok
-
-
 def _randomize(model: Any) -> None:
     """Biases and norm weights away from their 0/1 init, so a swapped or missing one shows in the logits."""
     with torch.no_grad():
@@ -55,6 +41,17 @@ def _randomize(model: Any) -> None:
                 p.normal_(1.0, 0.2)
 
 
+def _reference(arch: str, tok: HFTok, seed: int, **dims: Any) -> Any:
+    """A tiny random ``transformers`` ``{arch}ForCausalLM`` (fp32, eval) with EXTRA_ROWS head rows past ``tok``'s
+    vocabulary and its biases and norms randomized."""
+    torch.manual_seed(seed)
+    cfg = getattr(transformers, f"{arch}Config")(vocab_size=tok.get_vocab_size() + EXTRA_ROWS,
+                                                 max_position_embeddings=512, tie_word_embeddings=False, **dims)
+    ref = getattr(transformers, f"{arch}ForCausalLM")(cfg).eval()
+    _randomize(ref)
+    return ref
+
+
 def _write_tokenizer(d: Path, tok: HFTok, mask: str) -> None:
     tok.save(str(d / "tokenizer.json"))
     (d / "tokenizer_config.json").write_text(json.dumps(
@@ -62,17 +59,18 @@ def _write_tokenizer(d: Path, tok: HFTok, mask: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def dream_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+def tokenizer(hf_tokenizer: Callable[..., HFTok]) -> Callable[[str], HFTok]:
+    """This module's tokenizers: trained on json.decoder and textwrap, with ``mask`` as the second special token."""
+    return lambda mask: hf_tokenizer(mask, (json.decoder, textwrap))
+
+
+@pytest.fixture(scope="module")
+def dream_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer: Callable[[str], HFTok]) -> tuple[Path, Any]:
     """A Dream-layout folder: Qwen2 weights (sharded), config rewritten to model_type 'Dream' + mask_token_id."""
     d = tmp_path_factory.mktemp("dream")
-    tok = _tokenizer("<|mask|>")
-    v = tok.get_vocab_size() + EXTRA_ROWS
-    torch.manual_seed(0)
-    cfg = transformers.Qwen2Config(vocab_size=v, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                                   rope_theta=1000.0, rms_norm_eps=1e-6, tie_word_embeddings=False)
-    ref = transformers.Qwen2ForCausalLM(cfg).eval()
-    _randomize(ref)
+    tok = tokenizer("<|mask|>")
+    ref = _reference("Qwen2", tok, 0, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, rope_theta=1000.0, rms_norm_eps=1e-6)
     ref.save_pretrained(d, max_shard_size="100KB")
     raw = json.loads((d / "config.json").read_text())
     raw.update(model_type="Dream", architectures=["DreamModel"], mask_token_id=tok.token_to_id("<|mask|>"),
@@ -83,37 +81,14 @@ def dream_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     return d, ref
 
 
-_LLADA_NAMES = {"self_attn.q_proj": "q_proj", "self_attn.k_proj": "k_proj", "self_attn.v_proj": "v_proj",
-                "self_attn.o_proj": "attn_out", "input_layernorm": "attn_norm", "post_attention_layernorm": "ff_norm",
-                "mlp.gate_proj": "ff_proj", "mlp.up_proj": "up_proj", "mlp.down_proj": "ff_out"}
-
-
-def _to_llada(name: str) -> str:
-    if name == "model.embed_tokens.weight":
-        return "model.transformer.wte.weight"
-    if name == "model.norm.weight":
-        return "model.transformer.ln_f.weight"
-    if name == "lm_head.weight":
-        return "model.transformer.ff_out.weight"
-    _, _, i, rest = name.split(".", 3)
-    for src, dst in _LLADA_NAMES.items():
-        if rest.startswith(src + "."):
-            return f"model.transformer.blocks.{i}.{dst}{rest[len(src):]}"
-    raise KeyError(name)
-
-
 @pytest.fixture(scope="module")
-def llama_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any]:
+def llama_dirs(tmp_path_factory: pytest.TempPathFactory, tokenizer: Callable[[str], HFTok],
+               write_llada_folder: Callable[[Path, Any, HFTok], Path]) -> tuple[Path, Path, Any]:
     """The same tiny LLaMA twice: Hugging Face layout (model_type 'llama' + mask token) and LLaDA's native layout
     (model_type 'llada', OLMo-style config and weight names, mask found as the added token '<|mdm_mask|>')."""
-    tok = _tokenizer("<|mdm_mask|>")
-    v = tok.get_vocab_size() + EXTRA_ROWS
-    torch.manual_seed(1)
-    cfg = transformers.LlamaConfig(vocab_size=v, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
-                                   num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512,
-                                   rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)
-    ref = transformers.LlamaForCausalLM(cfg).eval()
-    _randomize(ref)
+    tok = tokenizer("<|mdm_mask|>")
+    ref = _reference("Llama", tok, 1, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
+                     num_attention_heads=6, num_key_value_heads=2, rope_theta=500000.0, rms_norm_eps=1e-5)
     eos = tok.token_to_id("<|endoftext|>")
     d1 = tmp_path_factory.mktemp("llama")
     ref.save_pretrained(d1)
@@ -121,15 +96,7 @@ def llama_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, An
     raw.update(mask_token_id=tok.token_to_id("<|mdm_mask|>"), eos_token_id=eos, pad_token_id=eos)
     (d1 / "config.json").write_text(json.dumps(raw))
     _write_tokenizer(d1, tok, "<|mdm_mask|>")
-    d2 = tmp_path_factory.mktemp("llada")
-    save_file({_to_llada(k): t.contiguous() for k, t in ref.state_dict().items()}, str(d2 / "model.safetensors"))
-    (d2 / "config.json").write_text(json.dumps({
-        "architectures": ["LLaDAModelLM"], "model_type": "llada", "d_model": 48, "n_heads": 6, "n_kv_heads": 2,
-        "n_layers": 3, "mlp_hidden_size": 80, "mlp_ratio": 4, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
-        "vocab_size": v, "embedding_size": v, "max_sequence_length": 512, "eos_token_id": eos,
-        "pad_token_id": eos, "weight_tying": False, "block_type": "llama", "layer_norm_type": "rms",
-        "activation_type": "silu", "include_bias": False, "rope": True, "alibi": False}))
-    tok.save(str(d2 / "tokenizer.json"))  # no tokenizer_config.json: the mask is found by its spelling
+    d2 = write_llada_folder(tmp_path_factory.mktemp("llada"), ref, tok)
     return d1, d2, ref
 
 
@@ -363,13 +330,14 @@ def test_family_is_read_from_config_not_folder_name(tmp_path: Path, llama_dirs: 
     assert checkpoint.load(d).record["family"] == "llada"
 
 
-def test_autoregressive_checkpoint_without_mask_token_is_refused(tmp_path: Path, llama_dirs: Any) -> None:
+def test_autoregressive_checkpoint_without_mask_token_is_refused(tmp_path: Path, llama_dirs: Any,
+                                                                 tokenizer: Callable[[str], HFTok]) -> None:
     raw = json.loads((llama_dirs[0] / "config.json").read_text())
     raw.pop("mask_token_id")
     d = _folder_with_config(tmp_path, raw, llama_dirs[0])
     (d / "tokenizer_config.json").unlink()
     (d / "tokenizer.json").unlink()
-    tok = _tokenizer("<|pad|>")  # no mask spelling at all
+    tok = tokenizer("<|pad|>")  # no mask spelling at all
     tok.save(str(d / "tokenizer.json"))
     with pytest.raises(checkpoint.CheckpointError, match="no mask token"):
         checkpoint.load(d)

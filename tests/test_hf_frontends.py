@@ -10,12 +10,10 @@ same folder gives in-process (fp32 on CPU, one thread: deterministic).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import os
 import sys
-import textwrap
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +24,10 @@ transformers = pytest.importorskip("transformers")
 
 import httpx  # noqa: E402
 import pytest_asyncio  # noqa: E402
+from helpers import plain  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
 from tokenizers import Tokenizer as HFTok  # noqa: E402
-from tokenizers import decoders, models, pre_tokenizers, trainers  # noqa: E402
 from websockets.sync.client import ClientConnection, connect  # noqa: E402
 
 from edit_engine import hf  # noqa: E402
@@ -49,21 +46,8 @@ FAMILIES = ["dream", "llada"]
 
 
 # ---------------------------------------------------------------------------------------------------- folders
-# The minimal folder-building code of tests/test_hf.py (copied: importing another test module's fixtures is
-# fragile under pytest's import modes).
-def _tokenizer(mask: str) -> HFTok:
-    tok = HFTok(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=384, special_tokens=["<|endoftext|>", mask], min_frequency=2,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator([inspect.getsource(textwrap)], trainer=trainer)
-    return tok
-
-
-def _dream_folder(d: Path) -> Path:
+def _dream_folder(d: Path, tok: HFTok) -> Path:
     """Dream layout: Qwen2 weights, config rewritten to model_type 'Dream' + mask_token_id (shifted logits)."""
-    tok = _tokenizer("<|mask|>")
     torch.manual_seed(0)
     cfg = transformers.Qwen2Config(vocab_size=tok.get_vocab_size() + 8, hidden_size=32, intermediate_size=48,
                                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -81,48 +65,23 @@ def _dream_folder(d: Path) -> Path:
     return d
 
 
-_LLADA_NAMES = {"self_attn.q_proj": "q_proj", "self_attn.k_proj": "k_proj", "self_attn.v_proj": "v_proj",
-                "self_attn.o_proj": "attn_out", "input_layernorm": "attn_norm", "post_attention_layernorm": "ff_norm",
-                "mlp.gate_proj": "ff_proj", "mlp.up_proj": "up_proj", "mlp.down_proj": "ff_out"}
-
-
-def _to_llada(name: str) -> str:
-    top = {"model.embed_tokens.weight": "model.transformer.wte.weight",
-           "model.norm.weight": "model.transformer.ln_f.weight", "lm_head.weight": "model.transformer.ff_out.weight"}
-    if name in top:
-        return top[name]
-    _, _, i, rest = name.split(".", 3)
-    for src, dst in _LLADA_NAMES.items():
-        if rest.startswith(src + "."):
-            return f"model.transformer.blocks.{i}.{dst}{rest[len(src):]}"
-    raise KeyError(name)
-
-
-def _llada_folder(d: Path) -> Path:
-    """LLaDA's native layout: a LLaMA's weights under OLMo-style names, mask found as '<|mdm_mask|>'."""
-    tok = _tokenizer("<|mdm_mask|>")
-    v = tok.get_vocab_size() + 8
+def _llama(tok: HFTok) -> Any:
+    """A tiny random LLaMA, to be written in LLaDA's native layout (mask found as '<|mdm_mask|>')."""
     torch.manual_seed(1)
-    cfg = transformers.LlamaConfig(vocab_size=v, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                                   rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)
-    ref = transformers.LlamaForCausalLM(cfg).eval()
-    save_file({_to_llada(k): t.contiguous() for k, t in ref.state_dict().items()}, str(d / "model.safetensors"))
-    eos = tok.token_to_id("<|endoftext|>")
-    (d / "config.json").write_text(json.dumps({
-        "architectures": ["LLaDAModelLM"], "model_type": "llada", "d_model": 32, "n_heads": 4, "n_kv_heads": 2,
-        "n_layers": 2, "mlp_hidden_size": 48, "mlp_ratio": 4, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
-        "vocab_size": v, "embedding_size": v, "max_sequence_length": 512, "eos_token_id": eos,
-        "pad_token_id": eos, "weight_tying": False, "block_type": "llama", "layer_norm_type": "rms",
-        "activation_type": "silu", "include_bias": False, "rope": True, "alibi": False}))
-    tok.save(str(d / "tokenizer.json"))
-    return d
+    cfg = transformers.LlamaConfig(vocab_size=tok.get_vocab_size() + 8, hidden_size=32, intermediate_size=48,
+                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                   max_position_embeddings=512, rope_theta=500000.0, rms_norm_eps=1e-5,
+                                   tie_word_embeddings=False)
+    return transformers.LlamaForCausalLM(cfg).eval()
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return {"dream": _dream_folder(tmp_path_factory.mktemp("dream")),
-            "llada": _llada_folder(tmp_path_factory.mktemp("llada"))}
+def folders(tmp_path_factory: pytest.TempPathFactory, hf_tokenizer: Callable[[str], HFTok],
+            write_llada_folder: Callable[[Path, Any, HFTok], Path]) -> dict[str, Path]:
+    """The two folders, built by the shared conftest pieces as tests/test_hf.py builds its own (smaller here)."""
+    llada_tok = hf_tokenizer("<|mdm_mask|>")
+    return {"dream": _dream_folder(tmp_path_factory.mktemp("dream"), hf_tokenizer("<|mask|>")),
+            "llada": write_llada_folder(tmp_path_factory.mktemp("llada"), _llama(llada_tok), llada_tok)}
 
 
 @pytest.fixture(scope="module")
@@ -134,17 +93,6 @@ def engines(folders: dict[str, Path]) -> dict[str, Engine]:
 
 
 # ---------------------------------------------------------------------------------------------------- LSP
-def plain(obj: Any) -> Any:
-    """pygls hands a client the results of custom methods as namedtuples; turn them back into JSON values."""
-    if hasattr(obj, "_asdict"):
-        return {k: plain(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, dict):
-        return {k: plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    return obj
-
-
 def lsp_range(text: str, start: int, end: int) -> dict[str, Any]:
     """An LSP range (UTF-16, the default encoding) computed here, independently of edit_engine.positions."""
     def p(offset: int) -> dict[str, int]:

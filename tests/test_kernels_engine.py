@@ -67,18 +67,20 @@ def test_denoise_reaches_the_head_and_commit_kernels(tiny_engine: Engine, monkey
     from edit_engine.kernels import _triton_commit as tcommit
 
     calls: list[str] = []
-    real_stats, real_commit = tcommit.token_stats_triton, tcommit.commit_from_stats_triton
 
-    def stats(*a: object, **k: object) -> object:
-        calls.append("stats")
-        return real_stats(*a, **k)  # type: ignore[arg-type]
+    def spy(name: str, label: str) -> None:
+        real = getattr(tcommit, name)
 
-    def commit(*a: object, **k: object) -> object:
-        calls.append("commit")
-        return real_commit(*a, **k)  # type: ignore[arg-type]
+        def wrapped(*a: object, **k: object) -> object:
+            calls.append(label)
+            return real(*a, **k)
 
-    monkeypatch.setattr(tcommit, "token_stats_triton", stats)
-    monkeypatch.setattr(tcommit, "commit_from_stats_triton", commit)
+        monkeypatch.setattr(tcommit, name, wrapped)
+
+    # A pass commits through the whole step (from logits) or its second half (from the head's statistics).
+    spy("token_stats_triton", "stats")
+    spy("commit_from_stats_triton", "commit")
+    spy("commit_step_triton", "commit")
     monkeypatch.setenv("EDIT_ENGINE_KERNELS", "triton")
     assert any(p.requires_grad for p in tiny_engine.model.parameters())
     r = tiny_engine.infill(PREFIX, SUFFIX, max_tokens=4, min_tokens=4, threshold=2.0)

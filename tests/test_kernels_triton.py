@@ -28,6 +28,7 @@ from hypothesis import strategies as st  # noqa: E402
 pytest.importorskip("triton", reason="triton is not installed (pip install triton); kernel tests need it")
 
 from edit_engine import kernels  # noqa: E402
+from edit_engine.kernels import CommitRule, commit_from_stats_ref  # noqa: E402
 from edit_engine.kernels import _triton_attention as tattn  # noqa: E402
 from edit_engine.kernels import _triton_commit as tcommit  # noqa: E402
 from edit_engine.kernels import _triton_head as thead  # noqa: E402
@@ -35,6 +36,7 @@ from edit_engine.kernels import _triton_rmsnorm as trms  # noqa: E402
 from edit_engine.kernels import _triton_rotary as trot  # noqa: E402
 from edit_engine.kernels import head as khead  # noqa: E402
 from edit_engine.kernels.commit import commit_step_ref, token_stats_ref  # noqa: E402
+from edit_engine.kernels.head import HeadBans  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("kernel tests run CPU tensors and need TRITON_INTERPRET=1", allow_module_level=True)
@@ -135,9 +137,9 @@ def test_commit_step_matches_twin(c: int, v: int, dtype: torch.dtype, threshold:
     tokens = torch.randint(0, v, (b, c), generator=g)
     masked = torch.rand(b, c, generator=g) < 0.7
     t_ref, m_ref = tokens.clone(), masked.clone()
-    s, commit = tcommit.commit_step_triton(logits, tokens, masked, threshold, min_commit, max_commit,
-                                           spread=spread)
-    s_ref, commit_ref = commit_step_ref(logits, t_ref, m_ref, threshold, min_commit, max_commit, spread=spread)
+    rule = CommitRule(threshold, min_commit, max_commit, spread)
+    s, commit = tcommit.commit_step_triton(logits, tokens, masked, rule)
+    s_ref, commit_ref = commit_step_ref(logits, t_ref, m_ref, rule)
     _bools_valid("committed", commit)
     assert_close("score", s, s_ref, atol=SCORE_TOL)
     assert torch.equal(commit, commit_ref), "committed set differs"
@@ -161,10 +163,9 @@ def test_commit_rule_exact_with_ties(c: int, levels: int, threshold: float, min_
     masked = torch.rand(b, c, generator=g) < 0.6
     t_ref, m_ref = tokens.clone(), masked.clone()
     before = masked.clone()
-    score, commit = tcommit.commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit,
-                                                     spread)
-    score_ref, commit_ref = khead.commit_from_stats_ref(idx, s, t_ref, m_ref, threshold, min_commit, max_commit,
-                                                        spread)
+    rule = CommitRule(threshold, min_commit, max_commit, spread)
+    score, commit = tcommit.commit_from_stats_triton(idx, s, tokens, masked, rule)
+    score_ref, commit_ref = commit_from_stats_ref(idx, s, t_ref, m_ref, rule)
     _bools_valid("committed", commit)
     assert torch.equal(score, score_ref), "score (-1 off the mask) differs"
     assert torch.equal(commit, commit_ref), "committed set differs"
@@ -193,8 +194,8 @@ def test_commit_handles_non_contiguous_state() -> None:
     big_m = torch.rand(2, 18, generator=_gen(6)) < 0.5
     tokens, masked = big_t[:, ::2], big_m[:, ::2]
     t_ref, m_ref = tokens.clone(), masked.clone()
-    tcommit.commit_step_triton(logits, tokens, masked, 0.2, 2, 0)
-    commit_step_ref(logits, t_ref, m_ref, 0.2, 2, 0)
+    tcommit.commit_step_triton(logits, tokens, masked, CommitRule(0.2, 2, 0))
+    commit_step_ref(logits, t_ref, m_ref, CommitRule(0.2, 2, 0))
     assert torch.equal(big_t[:, ::2], t_ref) and torch.equal(big_m[:, ::2], m_ref)
 
 
@@ -306,8 +307,8 @@ def test_head_token_stats_matches_twin_fp32(c: int, v: int, d: int, splits: int 
         kw = {"ban_id": 1, "pad_id": 0, "pad_ban": torch.rand(b, c, generator=g) < 0.5}
     if bias is not None:
         kw["bias"] = torch.randn((v,) if bias == "vocab" else (b, v), generator=g) * 4
-    idx, s = thead.head_token_stats_triton(h, w, num_splits=splits, **kw)
-    idx_ref, s_ref = khead.head_token_stats_ref(h, w, **kw)
+    idx, s = thead.head_token_stats_triton(h, w, HeadBans(**kw), num_splits=splits)
+    idx_ref, s_ref = khead.head_token_stats_ref(h, w, HeadBans(**kw))
     assert torch.equal(idx, idx_ref), "token differs"
     assert_close("score", s, s_ref, atol=1e-5)
 
@@ -342,14 +343,14 @@ def test_head_dispatcher_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     h = torch.randn(1, 9, 24, generator=g)
     w = torch.randn(77, 24, generator=g)
     ban = torch.rand(1, 9, generator=g) < 0.5
-    ref = khead.head_token_stats_ref(h, w, 1, 0, ban)
+    ref = khead.head_token_stats_ref(h, w, HeadBans(1, 0, ban))
     for fused in (True, False, None):
-        idx, s = khead.head_token_stats(h, w, 1, 0, ban, fused=fused)
+        idx, s = khead.head_token_stats(h, w, HeadBans(1, 0, ban), fused=fused)
         assert torch.equal(idx, ref[0]), f"token differs (fused={fused})"
         assert_close(f"score (fused={fused})", s, ref[1], atol=1e-5)
     tokens = torch.full((1, 9), 7)
     masked = torch.ones(1, 9, dtype=torch.bool)
-    score, commit = khead.commit_from_stats(ref[0], ref[1], tokens, masked, 0.5, 2, 0)
+    score, commit = kernels.commit_from_stats(ref[0], ref[1], tokens, masked, CommitRule(0.5, 2, 0))
     assert int(commit.sum()) >= 2 and torch.equal(masked, ~commit)
 
 
@@ -396,7 +397,7 @@ def test_dispatchers_route_to_triton(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def run_all() -> None:
         kernels.commit_step(torch.randn(1, 4, 11), torch.zeros(1, 4, dtype=torch.long),
-                            torch.ones(1, 4, dtype=torch.bool), 0.5)
+                            torch.ones(1, 4, dtype=torch.bool), CommitRule(0.5))
         kernels.rms_norm(x, torch.ones(8), 1e-5)
         kernels.add_rms_norm(x, x, torch.ones(8), 1e-5)
         kernels.apply_rotary(q, q, cos, sin)
@@ -433,8 +434,8 @@ def test_gpu_block_sizes_under_interpreter(monkeypatch: pytest.MonkeyPatch) -> N
     tokens = torch.zeros(1, 70, dtype=torch.long)
     masked = torch.rand(1, 70, generator=g) < 0.8
     t_ref, m_ref = tokens.clone(), masked.clone()
-    s, commit = tcommit.commit_step_triton(logits, tokens, masked, 0.1, 3, 0)
-    s_ref, commit_ref = commit_step_ref(logits, t_ref, m_ref, 0.1, 3, 0)
+    s, commit = tcommit.commit_step_triton(logits, tokens, masked, CommitRule(0.1, 3, 0))
+    s_ref, commit_ref = commit_step_ref(logits, t_ref, m_ref, CommitRule(0.1, 3, 0))
     assert_close("score", s, s_ref, atol=SCORE_TOL)
     assert torch.equal(commit, commit_ref) and torch.equal(tokens, t_ref) and torch.equal(masked, m_ref)
 
@@ -457,8 +458,8 @@ def test_gpu_block_sizes_under_interpreter(monkeypatch: pytest.MonkeyPatch) -> N
 
     h = torch.randn(1, 7, 40, generator=g)
     wt = torch.randn(300, 40, generator=g) / 40**0.5 * 3
-    idx, sc = thead.head_token_stats_triton(h, wt, ban_id=1)
-    idx_ref, sc_ref = khead.head_token_stats_ref(h, wt, ban_id=1)
+    idx, sc = thead.head_token_stats_triton(h, wt, HeadBans(ban_id=1))
+    idx_ref, sc_ref = khead.head_token_stats_ref(h, wt, HeadBans(ban_id=1))
     assert torch.equal(idx, idx_ref)
     assert_close("head score", sc, sc_ref, atol=1e-5)
 
@@ -481,7 +482,8 @@ def test_spread_commit_across_tiles_with_ties(monkeypatch: pytest.MonkeyPatch, s
                 (dense, sparse), ((2.0, 4, 0, 1), (0.5, 6, 0, 2), (2.0, 3, 3, 1), (0.0, 1, 0, 3), (2.0, 8, 0, 3))):
             t_ref, m_ref = tokens.clone(), masked.clone()
             t_tri, m_tri = tokens.clone(), masked.clone()
-            _, commit = tcommit.commit_from_stats_triton(idx, s, t_tri, m_tri, threshold, floor, ceiling, radius)
-            _, commit_ref = khead.commit_from_stats_ref(idx, s, t_ref, m_ref, threshold, floor, ceiling, radius)
+            rule = CommitRule(threshold, floor, ceiling, radius)
+            _, commit = tcommit.commit_from_stats_triton(idx, s, t_tri, m_tri, rule)
+            _, commit_ref = commit_from_stats_ref(idx, s, t_ref, m_ref, rule)
             assert torch.equal(commit, commit_ref), (c, threshold, floor, ceiling, radius)
             assert torch.equal(t_tri, t_ref) and torch.equal(m_tri, m_ref)

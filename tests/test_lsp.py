@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import torch
+from helpers import plain
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
@@ -56,17 +57,6 @@ def pos(text: str, offset: int, encoding: str = "utf-16") -> types.Position:
 def rng(text: str, start: int, end: int, encoding: str = "utf-16") -> dict[str, Any]:
     s, e = pos(text, start, encoding), pos(text, end, encoding)
     return {"start": {"line": s.line, "character": s.character}, "end": {"line": e.line, "character": e.character}}
-
-
-def plain(obj: Any) -> Any:
-    """pygls hands a client the results of custom methods as namedtuples; turn them back into JSON values."""
-    if hasattr(obj, "_asdict"):
-        return {k: plain(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, dict):
-        return {k: plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    return obj
 
 
 class Session:

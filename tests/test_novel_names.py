@@ -66,7 +66,7 @@ def test_head_twin_with_bias_is_the_biased_logits(seed: int, rows: int, per_row:
     h, w = torch.randn(rows, 5, 16, generator=g), torch.randn(40, 16, generator=g)
     bias = torch.randn((rows, 40) if per_row else (40,), generator=g) * 3
     ban = torch.rand(rows, 5, generator=g) < 0.5
-    idx, s = khead.head_token_stats_ref(h, w, 1, 0, ban, bias)
+    idx, s = khead.head_token_stats_ref(h, w, khead.HeadBans(1, 0, ban, bias))
     logits = h @ w.T + (bias.unsqueeze(1) if per_row else bias)
     logits[..., 1] = float("-inf")
     logits[..., 0].masked_fill_(ban, float("-inf"))

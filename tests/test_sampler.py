@@ -220,13 +220,13 @@ def test_spread_floor_rule(c: int, levels: int, threshold: float, floor: int, se
     slot always does (so denoising always progresses), no two of the floor's own picks are within R of each
     other, and it picks at most ``floor``, until no more than ``floor`` slots are masked, when it takes them all;
     ties included (few score levels)."""
-    from edit_engine.kernels.commit import commit_mask_ref, spread_eligible
+    from edit_engine.kernels.commit import CommitRule, commit_mask_ref, spread_eligible
 
     g = torch.Generator().manual_seed(seed)
     s = torch.randint(0, levels, (2, c), generator=g).float() / levels
     masked = torch.rand(2, c, generator=g) < 0.7
-    sc, commit = commit_mask_ref(s, masked, threshold, floor, spread=radius)
-    _, plain = commit_mask_ref(s, masked, threshold, floor)
+    sc, commit = commit_mask_ref(s, masked, CommitRule(threshold, floor, spread=radius))
+    _, plain = commit_mask_ref(s, masked, CommitRule(threshold, floor))
     assert not bool((commit & ~masked).any())
     assert bool((commit | ~(masked & (s >= threshold))).all()), "a slot over the threshold was left"
     for r in range(2):
@@ -389,3 +389,55 @@ def test_denoise_with_first_starts_with_an_allowed_token(tiny_model: DiffusionLM
     cache = tiny_model.encode_context([tok.encode("def f(x):\n")], [tok.encode("\n")], capacity=6)
     free = list(denoise(tiny_model, cache, cfg, tok.pad_id, tok.mask_id))
     assert int(free[-1].tokens[0]) not in (7, 11)  # the constraint, not the model, put it there
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), init=st.sampled_from([1, 3, 8]), mx=st.sampled_from([4, 8, 13]),
+       floor=st.integers(1, 4), ramp=st.integers(0, 2), thr=st.sampled_from([0.3, 0.9, 2.0]),
+       pad_bias=st.floats(-4.0, 4.0), line=st.booleans())
+def test_the_denoise_state_machine_on_any_logits(seed: int, init: int, mx: int, floor: int, ramp: int, thr: float,
+                                                  pad_bias: float, line: bool) -> None:
+    """``DenoiseState`` alone, stepped on random logits (no model), as the library loop and the batching
+    scheduler step it: masks only go away, a committed slot never changes, every pass commits at least one slot
+    until it stops, the canvas grows only when full and never past ``max_tokens``, pads stay at the tail, and
+    the last Step is final with a stop reason that matches the canvas."""
+    from edit_engine.sampler import DenoiseState
+
+    vocab, pad, mask, nl = 11, 0, 1, 2
+    g = torch.Generator().manual_seed(seed)
+    cfg = SamplerConfig(threshold=thr, min_commit=floor, floor_ramp=ramp, initial_canvas=min(init, mx),
+                        max_tokens=mx, line_stop=line)
+    line_end = torch.zeros(vocab, dtype=torch.bool)
+    line_end[nl] = True
+    st_ = DenoiseState(cfg, pad, mask, line_end=line_end)
+    steps = []
+    for _ in range(4 * mx + 4):
+        before, was_masked = st_.canvas.clone(), st_.masked.clone()
+        logits = torch.randn(1, st_.size, vocab, generator=g) * 3
+        logits[..., pad] += pad_bias
+        st_.step(logits)
+        kept = ~was_masked
+        assert torch.equal(st_.canvas[kept], before[kept]), "a committed slot changed"
+        assert not bool((st_.masked & ~was_masked).any()), "a slot was masked again"
+        assert int((was_masked & ~st_.masked).sum()) >= 1, "a pass committed nothing"
+        size = st_.size
+        step = st_.advance(*st_.stats().tolist())
+        steps.append(step)
+        toks = step.tokens.tolist()
+        if pad in toks:
+            first = toks.index(pad)
+            assert all(t in (pad, mask) for t in toks[first:]), toks
+        if step.final:
+            break
+        assert st_.size in (size, min(mx, 2 * size)) and st_.size <= mx
+    last = steps[-1]
+    assert last.final and [s.index for s in steps] == list(range(len(steps)))
+    assert [s.nfe for s in steps] == list(range(1, len(steps) + 1))
+    toks = last.tokens.tolist()
+    if last.stop_reason == "line":
+        cut = next(i for i, t in enumerate(toks) if t == nl)
+        assert mask not in toks[: cut + 1]
+    else:
+        assert mask not in toks and last.masked == 0
+        assert last.stop_reason == ("complete" if pad in toks else "length")
+        assert last.stop_reason == "complete" or len(toks) == mx

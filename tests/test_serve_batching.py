@@ -107,10 +107,9 @@ def test_each_batched_row_computes_what_it_would_alone(engine: Engine, reqs: lis
         assert max(rows) > 1  # some passes were shared
 
 
-@pytest.mark.parametrize("overrides", [{}, {"remask": 0.9, "min_commit": 3}])
+@pytest.mark.parametrize("overrides", [{}, {"min_commit": 3}])
 def test_stable_text_only_grows_and_ends_at_the_result(engine: Engine, overrides: dict[str, float]) -> None:
-    """The committed leading text (what append-only streams send) never takes anything back, also when
-    remasking can send committed drafts back to the mask (the random tiny model doubts them)."""
+    """The committed leading text (what append-only streams send) never takes anything back."""
     sched = Scheduler(engine, Metrics())
     try:
         (passes,) = asyncio.run(_run_all(sched, [JobSpec("def f(x):\n    return ", "\n", 40, stable=True,
@@ -275,14 +274,6 @@ def test_line_stop_in_the_scheduler_matches_the_engine(packaged_engine: Engine, 
         reasons.append(passes[-1].stop_reason)
         assert passes[-1].final and passes[-1].nfe <= 24
     assert "line" in reasons, reasons
-
-
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(reqs=st.lists(st.tuples(CODE, CODE, st.integers(1, 24), st.integers(1, 8)), min_size=1, max_size=3))
-def test_remasking_in_the_scheduler_equals_the_engine(engine: Engine, reqs: list[tuple[str, str, int, int]]) -> None:
-    """Remasking (the sampler's self-correction) runs the same in the server's scheduler: its budget is kept per
-    job and grows with the canvas. (The random tiny model doubts its drafts, so slots do go back to the mask.)"""
-    _unbatched_equals_engine(engine, reqs, remask=0.9, min_commit=2, remask_limit=2)
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -70,14 +70,3 @@ def test_function_holes_from_an_untrained_root_are_distinct_and_humaneval_shaped
 def test_prefix_match_counts_the_right_start() -> None:
     assert holes.prefix_match("return x\n", "return y\n") == 7 / 9
     assert holes.prefix_match("", "abc") == 0.0 and holes.prefix_match("abc", "") == 0.0
-
-
-def test_a_remask_bar_near_zero_changes_no_fill(tiny_checkpoint: Path) -> None:
-    """Remasking below a bar of 1e-12 sends no draft back: the fills and their passes are the plain sampler's."""
-    from edit_engine import Engine
-
-    eng = Engine.load(str(tiny_checkpoint))
-    for pre, suf, *_ in holes.holes(3):
-        a = eng.infill(pre, suf, max_tokens=64, min_commit=2, spread=1, line_stop=True, remask=1e-12)
-        b = eng.infill(pre, suf, max_tokens=64, min_commit=2, spread=1, line_stop=True)
-        assert (a.text, a.nfe) == (b.text, b.nfe)

@@ -149,3 +149,22 @@ def test_drop_suffix_repeat(fill: str, suffix: str, out: str) -> None:
 def test_reindent_keeps_relative_levels() -> None:
     lines = ["if x:", "  y = 1", "  if z:", "    w", "q"]
     assert postprocess.reindent(lines, "", "\t", "  ", "\t") == ["if x:", "\t\ty = 1", "\t\tif z:", "\t\t\tw", "\tq"]
+
+
+def test_a_dialect_inherits_its_base_languages_query() -> None:
+    """``; inherits: javascript`` in TypeScript's spans.scm: its query holds JavaScript's patterns and its own;
+    TSX inherits TypeScript's whole."""
+    from edit_engine import syntax
+
+    js, ts_, tsx = (syntax.load(n).query for n in ("javascript", "typescript", "tsx"))
+    assert js is not None and ts_ is not None and tsx is not None
+    assert ts_.pattern_count == js.pattern_count + 2 and tsx.pattern_count == ts_.pattern_count
+    doc = syntax.Document.parse("interface A { x: number }\nfunction f() { return 1 }\n", "typescript")
+    kinds = {n.type for nodes in ts_cursor_captures(ts_, doc).values() for n in nodes}
+    assert {"interface_body", "statement_block"} <= kinds
+
+
+def ts_cursor_captures(query, doc):  # type: ignore[no-untyped-def]
+    import tree_sitter as ts
+
+    return ts.QueryCursor(query).captures(doc.tree.root_node)

@@ -34,12 +34,16 @@ class Decoder(Protocol):
         ...
 
 
-class DiffusionDecoder:
-    canvas = True
+class _Parts:
+    """What every decoder holds: the model, its tokenizer, the context store and the vocabulary tables."""
 
     def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, contexts: ContextStore,
                  tables: TokenTables) -> None:
         self.model, self.tokenizer, self.contexts, self.tables = model, tokenizer, contexts, tables
+
+
+class DiffusionDecoder(_Parts):
+    canvas = True
 
     @contextlib.contextmanager
     def steps(self, p_ids: list[int], s_ids: list[int], cfg: SamplerConfig, key: Hashable, seed: int = 0,
@@ -51,12 +55,8 @@ class DiffusionDecoder:
                           line_end=self.tables.line_end_for(cfg), first=first, bias=bias)
 
 
-class ARDecoder:
+class ARDecoder(_Parts):
     canvas = False
-
-    def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, contexts: ContextStore,
-                 tables: TokenTables) -> None:
-        self.model, self.tokenizer, self.contexts, self.tables = model, tokenizer, contexts, tables
 
     @contextlib.contextmanager
     def steps(self, p_ids: list[int], s_ids: list[int], cfg: SamplerConfig, key: Hashable, seed: int = 0,

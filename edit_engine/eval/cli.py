@@ -14,9 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..cli_args import UserError, add_dtype_arg, add_sampler_args, sampler_overrides
 from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
+
+if TYPE_CHECKING:
+    from .benchmarks import Task
+    from .harness import Filler, Report
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -64,17 +70,29 @@ def _eval(a: argparse.Namespace) -> int:
             raise UserError("--document and --no-repair fill benchmark tasks; they do not go with --context-gap")
         return _context_gap(a)
     from .benchmarks import BenchmarkError, load
-    from .execution import Limits
-    from .harness import (
-        Filler,
-        TaskResult,
-        canonical_filler,
-        document_filler,
-        empty_filler,
-        evaluate,
-        model_filler,
-    )
 
+    _check_fill_args(a)
+    try:
+        tasks = load(a.benchmark, a.data, a.language, a.limit)
+    except BenchmarkError as e:
+        raise UserError(str(e)) from e
+    filling = _filling(a)
+    report = _score(a, tasks, filling)
+    if a.threshold is not None:
+        report.extra["threshold"] = a.threshold
+    if filling.sampler is not None:
+        report.extra["sampler"] = filling.sampler
+    if filling.dtype is not None:
+        report.extra["dtype"] = filling.dtype
+    if a.json:
+        print(json.dumps(report.to_json()))
+    else:
+        print(report.table())
+    return 0
+
+
+def _check_fill_args(a: argparse.Namespace) -> None:
+    """Reject benchmark flags that do not go together."""
     if a.timeout <= 0:
         raise UserError("--timeout must be > 0")
     if a.no_repair and not a.document:
@@ -83,36 +101,52 @@ def _eval(a: argparse.Namespace) -> int:
         raise UserError("--document fills with the model; it does not go with --canonical or --empty")
     if a.document and a.oracle_length:
         raise UserError("--document and --oracle-length do not go together (the planner sizes the span)")
-    try:
-        tasks = load(a.benchmark, a.data, a.language, a.limit)
-    except BenchmarkError as e:
-        raise UserError(str(e)) from e
-    model_name = ""
-    sampler_used: dict[str, object] | None = None
-    dtype_used: str | None = None
-    filler: Filler
-    if a.canonical:
-        filler, kind = canonical_filler, "canonical"
-    elif a.empty:
-        filler, kind = empty_filler, "empty"
-    else:
-        from ..engine import Engine
 
-        engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
-        overrides = sampler_overrides(a)
-        line_stop = not (a.no_line_stop or a.no_truncate)
-        if a.document:
-            filler = document_filler(engine, whole_lines=a.benchmark in ("humaneval-single", "humaneval-multi"),
-                                     line_stop=line_stop,
-                                     repair=not a.no_repair, **overrides)
-            kind = "document" if not (a.no_repair or engine.is_ar) else "document-no-repair"  # AR: no repair
-        else:
-            filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
-        eff = engine.sampler_for(overrides)  # the checkpoint's sampler.json with this command's overrides
-        sampler_used = {k: getattr(eff, k) for k in ("threshold", "min_commit", "max_commit", "spread",
-                                                      "pad_threshold", "floor_ramp", "novel_penalty")}
-        model_name = str(engine.path or "")
-        dtype_used = engine.dtype
+
+@dataclass
+class _Filling:
+    """How the tasks are filled (``harness`` filler and its report name), and what the report records of the
+    model that fills them (none for ``--canonical`` and ``--empty``)."""
+
+    filler: Filler
+    kind: str
+    model: str = ""
+    sampler: dict[str, object] | None = None  # the effective sampler settings
+    dtype: str | None = None
+
+
+def _filling(a: argparse.Namespace) -> _Filling:
+    """The filler the flags ask for: canonical, empty, the editor's path (``--document``) or the bare model."""
+    from .harness import canonical_filler, document_filler, empty_filler, model_filler
+
+    if a.canonical:
+        return _Filling(canonical_filler, "canonical")
+    if a.empty:
+        return _Filling(empty_filler, "empty")
+    from ..engine import Engine
+
+    engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
+    overrides = sampler_overrides(a)
+    line_stop = not (a.no_line_stop or a.no_truncate)
+    filler: Filler
+    if a.document:
+        filler = document_filler(engine, whole_lines=a.benchmark in ("humaneval-single", "humaneval-multi"),
+                                 line_stop=line_stop,
+                                 repair=not a.no_repair, **overrides)
+        kind = "document" if not (a.no_repair or engine.is_ar) else "document-no-repair"  # AR: no repair
+    else:
+        filler, kind = model_filler(engine, oracle=a.oracle_length, line_stop=line_stop, **overrides), "model"
+    eff = engine.sampler_for(overrides)  # the checkpoint's sampler.json with this command's overrides
+    sampler_used = {k: getattr(eff, k) for k in ("threshold", "min_commit", "max_commit", "spread",
+                                                  "pad_threshold", "floor_ramp", "novel_penalty")}
+    return _Filling(filler, kind, str(engine.path or ""), sampler_used, engine.dtype)
+
+
+def _score(a: argparse.Namespace, tasks: list[Task], filling: _Filling) -> Report:
+    """Fill and run the tasks; with ``--out`` each task's result is written as it comes."""
+    from .execution import Limits
+    from .harness import TaskResult, evaluate
+
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
 
     def write(r: TaskResult) -> None:
@@ -124,24 +158,14 @@ def _eval(a: argparse.Namespace) -> int:
 
     try:
         report, _ = evaluate(
-            tasks, filler, benchmark=a.benchmark, mode="oracle" if a.oracle_length else "predicted",
-            fill_kind=kind, truncate=not a.no_truncate, limits=Limits(timeout_s=a.timeout), workers=a.workers,
-            progress=not a.no_progress, model=model_name, on_result=write,
+            tasks, filling.filler, benchmark=a.benchmark, mode="oracle" if a.oracle_length else "predicted",
+            fill_kind=filling.kind, truncate=not a.no_truncate, limits=Limits(timeout_s=a.timeout),
+            workers=a.workers, progress=not a.no_progress, model=filling.model, on_result=write,
         )
     finally:
         if out is not None:
             out.close()
-    if a.threshold is not None:
-        report.extra["threshold"] = a.threshold
-    if sampler_used is not None:
-        report.extra["sampler"] = sampler_used
-    if dtype_used is not None:
-        report.extra["dtype"] = dtype_used
-    if a.json:
-        print(json.dumps(report.to_json()))
-    else:
-        print(report.table())
-    return 0
+    return report
 
 
 def _context_gap(a: argparse.Namespace) -> int:

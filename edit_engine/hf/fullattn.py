@@ -50,6 +50,7 @@ class FullAttnLM:
     # these are not: each request needs its own ApproxCache and its own full passes.
     exact_context_cache = False
     int8 = False  # int8 serving is ours only
+    tied_head = None  # logits come from the checkpoint's own head (``interfaces.CanvasModel``)
 
     def __init__(self, cfg: ArchConfig, embed: torch.Tensor, layers: list[LayerWeights], final_norm: torch.Tensor,
                  head: torch.Tensor, usable_vocab: int, policy: CachePolicy | None = None,

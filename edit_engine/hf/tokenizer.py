@@ -12,12 +12,13 @@ Like our own tokenizer, encoding never turns literal text such as ``<|mask|>`` i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer as _HFTokenizer
 
+from ..tokenizer import TokenCodec
 from .config import ArchConfig, UnsupportedCheckpoint
 
 MASK_SPELLINGS = ("<|mask|>", "<|mdm_mask|>", "[MASK]", "<mask>")
@@ -33,7 +34,7 @@ def _token_text(value: Any) -> str | None:
     return None
 
 
-class OpenTokenizer:
+class OpenTokenizer(TokenCodec):
     """A ``tokenizers`` tokenizer plus the special ids resolved from the checkpoint."""
 
     def __init__(self, hf: _HFTokenizer, mask_id: int, pad_id: int, eos_id: int, bos_id: int | None,
@@ -45,23 +46,11 @@ class OpenTokenizer:
         self.eos_id = eos_id
         self.bos_id = bos_id
         self.add_bos = add_bos  # prepend bos to every prefix (tokenizer_config.json add_bos_token)
-        self.special_ids = special_ids | {mask_id, pad_id, eos_id} | ({bos_id} if bos_id is not None else set())
+        self.special_ids = special_ids | {mask_id, pad_id, eos_id} | ({bos_id} if bos_id is not None else frozenset())
 
     @property
     def vocab_size(self) -> int:
         return int(self.hf.get_vocab_size(with_added_tokens=True))
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids for ``text`` (no special tokens added)."""
-        return list(self.hf.encode(text, add_special_tokens=False).ids)
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [list(e.ids) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """Text of ``ids``; special tokens (pad, mask, eos, added specials) are dropped."""
-        keep = [int(i) for i in ids if int(i) not in self.special_ids]
-        return str(self.hf.decode(keep, skip_special_tokens=False)) if keep else ""
 
     @classmethod
     def from_folder(cls, d: Path, arch: ArchConfig) -> OpenTokenizer:

@@ -5,9 +5,16 @@ Imported by the model and the sampler only.
 """
 
 from .attention import canvas_attention, canvas_attention_ref
-from .commit import commit_step, commit_step_ref, token_stats_ref
+from .commit import (
+    CommitRule,
+    commit_from_stats,
+    commit_from_stats_ref,
+    commit_step,
+    commit_step_ref,
+    token_stats_ref,
+)
 from .dispatch import backend, triton_available, use_triton
-from .head import commit_from_stats, commit_from_stats_ref, head_token_stats, head_token_stats_ref
+from .head import HeadBans, head_token_stats, head_token_stats_ref
 from .int8 import Int8Linear, gemm_ok, int8_linear, int8_linear_ref, quantize_weight
 from .rmsnorm import add_rms_norm, add_rms_norm_ref, rms_norm, rms_norm_ref
 from .rotary import apply_rotary, apply_rotary_ref, rotary_tables
@@ -20,12 +27,14 @@ __all__ = [
     "backend",
     "canvas_attention",
     "canvas_attention_ref",
+    "CommitRule",
     "commit_step",
     "commit_step_ref",
     "commit_from_stats",
     "commit_from_stats_ref",
     "head_token_stats",
     "head_token_stats_ref",
+    "HeadBans",
     "Int8Linear",
     "gemm_ok",
     "int8_linear",

@@ -22,6 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .commit import CommitRule, commit_step_of
+
 _INT_BIG = 2**31 - 1
 
 
@@ -190,7 +192,7 @@ def token_stats_triton(
         return idx.reshape(shape), s.reshape(shape)
     ch = idx if choice is None else choice.reshape(-1).to(torch.int64).contiguous()
     # GPU: 1 row x up to 1024 lanes per program: a row is >= 8 KB of logits for V >= 4096, enough to stream at
-    # bandwidth; many small programs keep every SM busy for B*C >= 2 * SM count (to be measured: BENCHMARKS.md).
+    # bandwidth; many small programs keep every SM busy for B*C >= 2 * SM count (to be measured: kernels/BENCHMARKS.md).
     block_v = min(1024, triton.next_power_of_2(V))
     block_r = rows_per_program(logits, n, 1)
     _row_stats_kernel[(triton.cdiv(n, block_r),)](
@@ -201,14 +203,7 @@ def token_stats_triton(
 
 
 def commit_from_stats_triton(
-    idx: torch.Tensor,
-    s: torch.Tensor,
-    tokens: torch.Tensor,
-    masked: torch.Tensor,
-    threshold: float,
-    min_commit: int = 1,
-    max_commit: int = 0,
-    spread: int = 0,
+    idx: torch.Tensor, s: torch.Tensor, tokens: torch.Tensor, masked: torch.Tensor, rule: CommitRule
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The threshold commit from per-slot (token, score) (B, C); same rule as ``commit_mask_ref``, in place."""
     if tokens.dtype != torch.int64 or masked.dtype != torch.bool:
@@ -223,8 +218,8 @@ def commit_from_stats_triton(
     block = min(64 if gpu_sizes(tokens) else 256, triton.next_power_of_2(C))
     _commit_kernel[(B,)](
         idx.reshape(B, C).to(torch.int64).contiguous(), s.reshape(B, C).float().contiguous(), tok,
-        msk.view(torch.uint8), score, commit.view(torch.uint8), C, float(threshold), int(min_commit),
-        int(max_commit), BLOCK_I=block, BLOCK_J=block, SPREAD=int(spread),
+        msk.view(torch.uint8), score, commit.view(torch.uint8), C, float(rule.threshold), int(rule.min_commit),
+        int(rule.max_commit), BLOCK_I=block, BLOCK_J=block, SPREAD=int(rule.spread),
     )
     if tok is not tokens:
         tokens.copy_(tok)
@@ -233,16 +228,5 @@ def commit_from_stats_triton(
     return score, commit
 
 
-def commit_step_triton(
-    logits: torch.Tensor,
-    tokens: torch.Tensor,
-    masked: torch.Tensor,
-    threshold: float,
-    min_commit: int = 1,
-    max_commit: int = 0,
-    choice: torch.Tensor | None = None,
-    spread: int = 0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton version of ``commit_step_ref`` (same arguments, same in-place writes, same returns)."""
-    idx, s = token_stats_triton(logits, choice)
-    return commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit, spread)
+# Triton version of ``commit.commit_step_ref`` (same arguments, same in-place writes, same returns).
+commit_step_triton = commit_step_of(token_stats_triton, commit_from_stats_triton)

@@ -23,6 +23,7 @@ import triton.language as tl
 from . import _triton_commit
 from ._triton_attention import _dot, f32_dot
 from ._triton_commit import _INT_BIG, block_stats, finish_confidence, merge_stats
+from .head import NO_BANS, HeadBans
 
 
 @triton.jit
@@ -98,16 +99,11 @@ def _head_combine_kernel(
 
 
 def head_token_stats_triton(
-    h: torch.Tensor,
-    weight: torch.Tensor,
-    ban_id: int | None = None,
-    pad_id: int | None = None,
-    pad_ban: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
-    num_splits: int | None = None,
+    h: torch.Tensor, weight: torch.Tensor, bans: HeadBans = NO_BANS, num_splits: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """h (B, C, D), weight (V, D) -> (token (B, C) int64, its probability (B, C) fp32) of h @ weight.T
-    (+ ``bias``, (V,) or (B, V)), fused."""
+    (+ ``bans.bias``, (V,) or (B, V)) after ``bans``, fused."""
+    ban_id, pad_id, pad_ban, bias = bans.ban_id, bans.pad_id, bans.pad_ban, bans.bias
     V, D = weight.shape
     if h.shape[-1] != D:
         raise ValueError(f"hidden states of width {h.shape[-1]} for a weight of shape {tuple(weight.shape)}")

@@ -26,6 +26,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .commit import CommitRule
+
 H200_PEAK_GBPS = 4800.0  # HBM3e, NVIDIA's data sheet figure
 
 
@@ -98,7 +100,7 @@ def _pair(op: str, shape: str, dt: torch.dtype, nbytes: int, tri: Callable[..., 
 
 def _commit_fresh(fn: Callable[..., Any], logits: torch.Tensor, tokens: torch.Tensor, masked: torch.Tensor) -> Any:
     t, m = tokens.clone(), masked.clone()  # the step writes in place: start every call from the same state
-    s, commit = fn(logits, t, m, 0.9, 1, 0)
+    s, commit = fn(logits, t, m, CommitRule(0.9, 1, 0))
     return s, commit.float(), t
 
 
@@ -129,10 +131,10 @@ def _head_plain(h: torch.Tensor, w: torch.Tensor) -> Any:
 
 def head_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int]]) -> list[Case]:
     from ._triton_head import head_token_stats_triton
-    from .head import head_token_stats_ref
+    from .head import HeadBans, head_token_stats_ref
 
-    fused = partial(head_token_stats_triton, ban_id=1)
-    twin = partial(head_token_stats_ref, ban_id=1)
+    fused = partial(head_token_stats_triton, bans=HeadBans(ban_id=1))
+    twin = partial(head_token_stats_ref, bans=HeadBans(ban_id=1))
     out = []
     for m, d, v in shapes:
         h = torch.randn(1, m, d, device=dev).to(dt)

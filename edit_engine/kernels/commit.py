@@ -3,8 +3,8 @@
 From the canvas logits, for every masked position: the chosen token (arg-max, or a token the caller sampled)
 and its probability, the position's score (the confidence, in [0, 1], larger = surer). Then the threshold
 commit of Fast-dLLM (Wu et al. 2025, "Fast-dLLM", Sec. 3.2): commit every masked position whose score clears
-``threshold``; at least ``min_commit`` per row (the best ones) and at most ``max_commit`` (0 = no ceiling).
-Tokens and mask are written in place.
+``threshold``; at least ``min_commit`` per row (the best ones) and at most ``max_commit`` (0 = no ceiling): a
+``CommitRule``. Tokens and mask are written in place.
 
 Shapes: logits (B, C, V) any float dtype; tokens (B, C) int64; masked (B, C) bool; choice (B, C) int64 or None.
 Returns (score (B, C) fp32 with -1 at unmasked positions, committed (B, C) bool).
@@ -12,6 +12,9 @@ No host synchronisation: everything stays a tensor.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -28,6 +31,18 @@ def token_stats_ref(logits: torch.Tensor, choice: torch.Tensor | None = None) ->
         idx = choice
         top = lf.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
     return idx, torch.exp(top - lse)
+
+
+@dataclass(frozen=True)
+class CommitRule:
+    """Which masked slots a pass commits (``commit_mask_ref``): every one scoring at least ``threshold``, the
+    ``min_commit`` best (the floor), at most the ``max_commit`` best (0 = no ceiling); ``spread`` = R > 0 keeps
+    the floor's own picks more than R apart."""
+
+    threshold: float
+    min_commit: int = 1
+    max_commit: int = 0
+    spread: int = 0
 
 
 def _rank(s: torch.Tensor) -> torch.Tensor:
@@ -54,12 +69,7 @@ def spread_eligible(s: torch.Tensor, masked: torch.Tensor, radius: int = 1) -> t
 
 
 def commit_mask_ref(
-    s: torch.Tensor,
-    masked: torch.Tensor,
-    threshold: float,
-    min_commit: int = 1,
-    max_commit: int = 0,
-    spread: int = 0,
+    s: torch.Tensor, masked: torch.Tensor, rule: CommitRule
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Which masked positions to commit. Returns (score with -1 off the mask, committed bool).
 
@@ -69,55 +79,79 @@ def commit_mask_ref(
     independently in one pass, where a small model's guesses disagree most (a repeated word, a doubled
     bracket). ``True`` is R = 1. Once no more than ``min_commit`` slots of a row are masked, that row's floor
     takes them all, as the plain floor would: separating the last few picks cost the 8-slot keystroke canvas
-    3.5 passes per fill instead of 2.8 and measured no better on held-out code (docs/experiments.md, "Code parse"). The
-    ceiling keeps its meaning, the ``max_commit`` best masked slots overall, so with ``spread`` a floor pick
-    ranked below them is dropped (the best slot always commits)."""
+    3.5 passes per fill instead of 2.8 and measured no better on held-out code (docs/results.md, 2026-11-30, "The
+    endgame rule"). The ceiling keeps its meaning, the ``max_commit`` best masked slots overall, so with
+    ``spread`` a floor pick ranked below them is dropped (the best slot always commits)."""
+    min_commit, max_commit = rule.min_commit, rule.max_commit
     s = torch.where(masked, s, torch.full_like(s, -1.0))
     rank = _rank(s)
-    if spread:
-        ok = spread_eligible(s, masked, int(spread))
+    if rule.spread:
+        ok = spread_eligible(s, masked, int(rule.spread))
         spread_floor = ok & (_rank(torch.where(ok, s, torch.full_like(s, -1.0))) < min_commit)
         # The endgame: once no more than ``min_commit`` slots are masked, the floor takes them all (``few``).
         few = masked.sum(-1, keepdim=True) <= min_commit
         floor = torch.where(few, rank < min_commit, spread_floor)
     else:
         floor = rank < min_commit
-    commit = masked & ((s >= threshold) | floor)
+    commit = masked & ((s >= rule.threshold) | floor)
     if max_commit > 0:
         commit &= rank < max_commit
     return s, commit
 
 
-def commit_step_ref(
-    logits: torch.Tensor,
-    tokens: torch.Tensor,
-    masked: torch.Tensor,
-    threshold: float,
-    min_commit: int = 1,
-    max_commit: int = 0,
-    choice: torch.Tensor | None = None,
-    spread: int = 0,
+def commit_from_stats_ref(
+    idx: torch.Tensor, s: torch.Tensor, tokens: torch.Tensor, masked: torch.Tensor, rule: CommitRule
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """PyTorch twin of the fused commit step (writes ``tokens`` and ``masked`` in place)."""
-    idx, s = token_stats_ref(logits, choice)
-    s, commit = commit_mask_ref(s, masked, threshold, min_commit, max_commit, spread)
+    """The second half of the commit step, from (token, score) (B, C): decides by ``rule``, then writes the
+    committed tokens into ``tokens`` and clears their slots of ``masked``, in place."""
+    s, commit = commit_mask_ref(s, masked, rule)
     tokens.copy_(torch.where(commit, idx, tokens))
     masked.copy_(masked & ~commit)
     return s, commit
 
 
+def commit_from_stats(
+    idx: torch.Tensor, s: torch.Tensor, tokens: torch.Tensor, masked: torch.Tensor, rule: CommitRule
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if use_triton(s):
+        from ._triton_commit import commit_from_stats_triton
+
+        return commit_from_stats_triton(idx, s, tokens, masked, rule)
+    return commit_from_stats_ref(idx, s, tokens, masked, rule)
+
+
+StatsOp = Callable[[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]]
+CommitOp = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, CommitRule],
+                    tuple[torch.Tensor, torch.Tensor]]
+CommitStepOp = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+
+
+def commit_step_of(stats: StatsOp, decide: CommitOp) -> CommitStepOp:
+    """The fused commit step of one backend, from its two halves: ``stats`` (logits, choice) -> (token, score)
+    and ``decide`` (token, score, tokens, masked, rule) -> (score, committed), writing in place.
+
+    ``step(logits, tokens, masked, rule, choice=None)``: logits (B, C, V), tokens (B, C) int64 and masked (B, C)
+    bool (written in place), rule a ``CommitRule``, choice (B, C) int64 or None (arg-max). Returns (score (B, C)
+    fp32 with -1 at unmasked positions, committed (B, C) bool)."""
+
+    def step(logits: torch.Tensor, tokens: torch.Tensor, masked: torch.Tensor, rule: CommitRule,
+             choice: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        idx, s = stats(logits, choice)
+        return decide(idx, s, tokens, masked, rule)
+
+    return step
+
+
+# PyTorch twin of the fused commit step (the Triton one: ``_triton_commit.commit_step_triton``).
+commit_step_ref = commit_step_of(token_stats_ref, commit_from_stats_ref)
+
+
 def commit_step(
-    logits: torch.Tensor,
-    tokens: torch.Tensor,
-    masked: torch.Tensor,
-    threshold: float,
-    min_commit: int = 1,
-    max_commit: int = 0,
+    logits: torch.Tensor, tokens: torch.Tensor, masked: torch.Tensor, rule: CommitRule,
     choice: torch.Tensor | None = None,
-    spread: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if use_triton(logits):
         from ._triton_commit import commit_step_triton
 
-        return commit_step_triton(logits, tokens, masked, threshold, min_commit, max_commit, choice, spread)
-    return commit_step_ref(logits, tokens, masked, threshold, min_commit, max_commit, choice, spread)
+        return commit_step_triton(logits, tokens, masked, rule, choice)
+    return commit_step_ref(logits, tokens, masked, rule, choice)

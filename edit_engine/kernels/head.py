@@ -1,10 +1,10 @@
 """The tied linear head fused with the commit statistics: (token, score) per canvas slot without the logits.
 
-``head_token_stats(h, weight, ban_id, pad_id, pad_ban, bias)`` returns what
-``token_stats_ref(h @ weight.T + bias)`` returns (the chosen token and its probability) after the sampler's bans (``ban_id``: a token no row may
-choose, the mask id; ``pad_id`` with ``pad_ban`` (B, C) bool: rows where the pad token is forbidden; ``bias``:
-None, or a (V,) or (B, V) logit bias, the sampler's novel-name penalty). Greedy only: a
-sampled choice (temperature > 0) needs every logit and keeps the plain path.
+``head_token_stats(h, weight, bans)`` returns what ``token_stats_ref(h @ weight.T + bias)`` returns (the chosen
+token and its probability) after the sampler's bans, a ``HeadBans`` (``ban_id``: a token no row may choose, the
+mask id; ``pad_id`` with ``pad_ban`` (B, C) bool: rows where the pad token is forbidden; ``bias``: None, or a
+(V,) or (B, V) logit bias, the sampler's novel-name penalty). Greedy only: a sampled choice (temperature > 0)
+needs every logit and keeps the plain path.
 
 Two implementations on CUDA, chosen by vocabulary size (``FUSED_HEAD_MIN_VOCAB``): the plain cuBLAS matmul
 followed by the Triton statistics kernel, or the fused Triton kernel that never writes the B*C*V logits. The
@@ -15,33 +15,25 @@ How the sampler uses it (greedy passes)::
 
     h = model.canvas_hidden(canvas, cache)                                # (B, C, D), final norm applied
     real_after = ...                                                      # as in sampler._constrain_pads
-    idx, s = kernels.head_token_stats(h, model.embed.weight, mask_id, pad_id, real_after)
-    kernels.commit_from_stats(idx, s, canvas, masked, cfg.threshold, cfg.min_commit, cfg.max_commit, cfg.spread)
+    idx, s = kernels.head_token_stats(h, model.embed.weight, kernels.HeadBans(mask_id, pad_id, real_after))
+    kernels.commit_from_stats(idx, s, canvas, masked, kernels.CommitRule(cfg.threshold, cfg.min_commit,
+                                                                         cfg.max_commit, cfg.spread))
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
-from .commit import commit_mask_ref, token_stats_ref
+from .commit import token_stats_ref
 from .dispatch import use_triton
 
 # Vocabulary size from which the fused kernel replaces matmul + statistics on CUDA. The one GPU run so far
 # (kernels/BENCHMARKS.md, taken beside a training) did not settle the crossover (fused won at 16K and 152K, tied
 # at 32K, lost at 8K): this keeps every current preset (V <= 16384) on the plain path until an idle-GPU run.
 FUSED_HEAD_MIN_VOCAB = 32768
-
-
-def _banned(logits: torch.Tensor, ban_id: int | None, pad_id: int | None,
-            pad_ban: torch.Tensor | None) -> torch.Tensor:
-    if ban_id is not None:
-        logits[..., ban_id] = float("-inf")
-    if pad_ban is not None:
-        if pad_id is None:
-            raise ValueError("pad_ban needs pad_id")
-        logits[..., pad_id].masked_fill_(pad_ban, float("-inf"))
-    return logits
 
 
 def add_logit_bias(logits: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -53,71 +45,51 @@ def add_logit_bias(logits: torch.Tensor, bias: torch.Tensor | None) -> torch.Ten
     return logits
 
 
+@dataclass(frozen=True, eq=False)
+class HeadBans:
+    """What the sampler changes in the head's logits before the statistics: ``ban_id``, a token no slot may
+    choose (the mask id); ``pad_id`` with ``pad_ban`` (B, C) bool, the slots where the pad token is forbidden;
+    ``bias``, None or a (V,) or (B, V) logit bias, added first."""
+
+    ban_id: int | None = None
+    pad_id: int | None = None
+    pad_ban: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` (B, C, V) with the bias added and the bans applied, in place."""
+        logits = add_logit_bias(logits, self.bias)
+        if self.ban_id is not None:
+            logits[..., self.ban_id] = float("-inf")
+        if self.pad_ban is not None:
+            if self.pad_id is None:
+                raise ValueError("pad_ban needs pad_id")
+            logits[..., self.pad_id].masked_fill_(self.pad_ban, float("-inf"))
+        return logits
+
+
+NO_BANS = HeadBans()
+
+
 def head_token_stats_ref(
-    h: torch.Tensor,
-    weight: torch.Tensor,
-    ban_id: int | None = None,
-    pad_id: int | None = None,
-    pad_ban: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
+    h: torch.Tensor, weight: torch.Tensor, bans: HeadBans = NO_BANS
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """PyTorch twin. h (B, C, D), weight (V, D) -> (token (B, C) int64, its probability (B, C) fp32). ``bias``
-    (V,) or (B, V): added to the logits before the bans."""
-    return token_stats_ref(_banned(add_logit_bias(F.linear(h, weight), bias), ban_id, pad_id, pad_ban))
+    """PyTorch twin. h (B, C, D), weight (V, D) -> (token (B, C) int64, its probability (B, C) fp32)."""
+    return token_stats_ref(bans.apply(F.linear(h, weight)))
 
 
 def head_token_stats(
-    h: torch.Tensor,
-    weight: torch.Tensor,
-    ban_id: int | None = None,
-    pad_id: int | None = None,
-    pad_ban: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
-    fused: bool | None = None,
+    h: torch.Tensor, weight: torch.Tensor, bans: HeadBans = NO_BANS, fused: bool | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dispatcher; ``fused`` None picks by ``FUSED_HEAD_MIN_VOCAB``, True/False force the Triton path's variant."""
     if not use_triton(h, weight):
-        return head_token_stats_ref(h, weight, ban_id, pad_id, pad_ban, bias)
+        return head_token_stats_ref(h, weight, bans)
     if fused is None:
         fused = weight.shape[0] >= FUSED_HEAD_MIN_VOCAB
     if fused:
         from ._triton_head import head_token_stats_triton
 
-        return head_token_stats_triton(h, weight, ban_id, pad_id, pad_ban, bias)
+        return head_token_stats_triton(h, weight, bans)
     from ._triton_commit import token_stats_triton
 
-    return token_stats_triton(_banned(add_logit_bias(F.linear(h, weight), bias), ban_id, pad_id, pad_ban))
-
-
-def commit_from_stats_ref(
-    idx: torch.Tensor,
-    s: torch.Tensor,
-    tokens: torch.Tensor,
-    masked: torch.Tensor,
-    threshold: float,
-    min_commit: int = 1,
-    max_commit: int = 0,
-    spread: int = 0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The second half of ``commit_step_ref``, from (token, score) (B, C): writes tokens and mask in place."""
-    s, commit = commit_mask_ref(s, masked, threshold, min_commit, max_commit, spread)
-    tokens.copy_(torch.where(commit, idx, tokens))
-    masked.copy_(masked & ~commit)
-    return s, commit
-
-
-def commit_from_stats(
-    idx: torch.Tensor,
-    s: torch.Tensor,
-    tokens: torch.Tensor,
-    masked: torch.Tensor,
-    threshold: float,
-    min_commit: int = 1,
-    max_commit: int = 0,
-    spread: int = 0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    if use_triton(s):
-        from ._triton_commit import commit_from_stats_triton
-
-        return commit_from_stats_triton(idx, s, tokens, masked, threshold, min_commit, max_commit, spread)
-    return commit_from_stats_ref(idx, s, tokens, masked, threshold, min_commit, max_commit, spread)
+    return token_stats_triton(bans.apply(F.linear(h, weight)))

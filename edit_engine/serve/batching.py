@@ -179,7 +179,7 @@ class _Active:
     v: list[torch.Tensor]
     valid: torch.Tensor  # (1, L_r) bool
     canvas_start: torch.Tensor  # (1,)
-    state: DenoiseState  # canvas (1, c_r), masks, length rule, remask budget, pass counters
+    state: DenoiseState  # canvas (1, c_r), masks, length rule, pass counters
     admitted: float
 
     @property

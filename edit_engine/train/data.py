@@ -134,8 +134,9 @@ def syntax_spans(text: str) -> SyntaxSpans | None:
             if eb > sb:
                 spans.append((sb, eb))
         if spans:
-            units[unit] = spans
-    return SyntaxSpans(data, units) if units else None
+            units[unit] = sorted(spans)
+    # Sorted: tree-sitter returns captures in no fixed order, and a seeded run must draw the same holes.
+    return SyntaxSpans(data, dict(sorted(units.items()))) if units else None
 
 
 def sample_hole(
@@ -154,25 +155,39 @@ def sample_hole(
     if kind == "syntax":
         if not spans:
             return sample_hole(text, rng, "whole_lines", lo=lo, hi=hi)
-        unit = rng.choice(sorted(spans.units))
-        pool = spans.units[unit]
-        if lo > 0 or hi < n:
-            blo, bhi = (lo, hi) if len(spans.data) == n else (spans.byte(lo), spans.byte(hi))
-            pool = [sp for sp in pool if blo <= sp[0] < bhi]
-            if not pool:
-                return sample_hole(text, rng, "whole_lines", lo=lo, hi=hi)
-        sb, eb = rng.choice(pool)
-        if len(spans.data) == n:  # ASCII: bytes are characters
-            a, b = sb, eb
-        else:
-            a, b = spans.char(sb), spans.char(eb)
-        a, b = max(0, min(a, n)), max(0, min(b, n))
-        if unit in ("statement", "compound", "block") and rng.random() < 0.5:
-            a = text.rfind("\n", 0, a) + 1  # whole lines, with the indentation and the newline
-            e = text.find("\n", max(a, b - 1) if b > a else b)
-            b = n if e < 0 else e + 1
-        return a, max(a, b), kind
-    i = rng.randrange(lo, hi)
+        return _syntax_hole(text, rng, spans, lo, hi)
+    return _line_hole(text, rng, kind, rng.randrange(lo, hi))
+
+
+def _syntax_hole(text: str, rng: random.Random, spans: SyntaxSpans, lo: int, hi: int) -> tuple[int, int, str]:
+    """A ``syntax`` hole: a random unit kind, then a random unit of it whose start lies in ``[lo, hi)``
+    (whole lines when none does); a statement, compound statement or block is widened to whole lines half the
+    time."""
+    n = len(text)
+    unit = rng.choice(sorted(spans.units))
+    pool = spans.units[unit]
+    if lo > 0 or hi < n:
+        blo, bhi = (lo, hi) if len(spans.data) == n else (spans.byte(lo), spans.byte(hi))
+        pool = [sp for sp in pool if blo <= sp[0] < bhi]
+        if not pool:
+            return sample_hole(text, rng, "whole_lines", lo=lo, hi=hi)
+    sb, eb = rng.choice(pool)
+    if len(spans.data) == n:  # ASCII: bytes are characters
+        a, b = sb, eb
+    else:
+        a, b = spans.char(sb), spans.char(eb)
+    a, b = max(0, min(a, n)), max(0, min(b, n))
+    if unit in ("statement", "compound", "block") and rng.random() < 0.5:
+        a = text.rfind("\n", 0, a) + 1  # whole lines, with the indentation and the newline
+        e = text.find("\n", max(a, b - 1) if b > a else b)
+        b = n if e < 0 else e + 1
+    return a, max(a, b), "syntax"
+
+
+def _line_hole(text: str, rng: random.Random, kind: str, i: int) -> tuple[int, int, str]:
+    """A line-based hole of ``kind`` around character ``i`` (any kind but ``syntax``; an unknown one is
+    ``empty``)."""
+    n = len(text)
     s, e = _line_bounds(text, i)
     line = text[s:e]
     indent = len(line) - len(line.lstrip())
@@ -181,44 +196,51 @@ def sample_hole(
         return a, e, kind
     if kind == "whole_lines":
         k = rng.choice((1, 1, 1, 2, 3, 4))
-        b = e
-        for _ in range(k - 1):
-            nb = text.find("\n", b + 1)
-            b = n if nb < 0 else nb
-        return s, min(n, b + 1), kind
+        return s, min(n, _lines_on(text, e, k - 1) + 1), kind
     if kind == "line_no_newline":
         return s, e, kind
     if kind == "in_line":
         a = rng.randint(s, e)
         return a, rng.randint(a, e), kind
     if kind == "block_body":
-        # The lines after a header ending with ':' that are indented deeper than it.
-        j = text.find(":\n", i)
-        if j < 0:
-            return sample_hole(text, rng, "whole_lines")
-        hs, _ = _line_bounds(text, j)
-        hdr = text[hs:j]
-        base = len(hdr) - len(hdr.lstrip())
-        a = j + 2
-        b = a
-        while b < n:
-            le = text.find("\n", b)
-            le = n if le < 0 else le
-            ln = text[b:le]
-            if ln.strip() and len(ln) - len(ln.lstrip()) <= base:
-                break
-            b = min(n, le + 1)
-        return a, b, kind
+        return _block_body_hole(text, rng, i)
     if kind == "random_span":
         return i, min(n, i + rng.randint(1, 400)), kind
     if kind == "multi_from_cursor":
         a = rng.randint(min(s + indent, e), e)
-        b = e
-        for _ in range(rng.randint(1, 3)):
-            nb = text.find("\n", b + 1)
-            b = n if nb < 0 else nb
-        return a, b, kind
+        return a, _lines_on(text, e, rng.randint(1, 3)), kind
     return i, i, "empty"
+
+
+def _lines_on(text: str, e: int, k: int) -> int:
+    """The end (newline offset, or len(text)) of the k-th line after the line that ends at ``e``."""
+    b = e
+    for _ in range(k):
+        nb = text.find("\n", b + 1)
+        b = len(text) if nb < 0 else nb
+    return b
+
+
+def _block_body_hole(text: str, rng: random.Random, i: int) -> tuple[int, int, str]:
+    """The lines after the first header ending with ':' at or after ``i`` that are indented deeper than it
+    (whole lines anywhere when no header follows)."""
+    n = len(text)
+    j = text.find(":\n", i)
+    if j < 0:
+        return sample_hole(text, rng, "whole_lines")
+    hs, _ = _line_bounds(text, j)
+    hdr = text[hs:j]
+    base = len(hdr) - len(hdr.lstrip())
+    a = j + 2
+    b = a
+    while b < n:
+        le = text.find("\n", b)
+        le = n if le < 0 else le
+        ln = text[b:le]
+        if ln.strip() and len(ln) - len(ln.lstrip()) <= base:
+            break
+        b = min(n, le + 1)
+    return a, b, "block_body"
 
 
 def make_example(

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import checkpoint
-from ..model import PRESETS, DiffusionLM
+from ..model import PRESETS, DiffusionLM, ModelConfig
 from ..tokenizer import Tokenizer
 from . import corpus
 from .data import (
@@ -374,6 +374,42 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         print(hint, file=sys.stderr, flush=True)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    data = _corpus(cfg)
+    tok = _tokenizer(cfg, data.files, out)  # the ordinary corpus only (a warm start reuses its tokenizer anyway)
+    mcfg, cfg = _model_config(cfg, tok, out)
+    model, opt = _model_and_optimizer(cfg, mcfg, tok)
+    progress = _start(cfg, out, model, opt, resume)
+    max_canvas = min(MAX_HOLE, mcfg.max_canvas)
+    val_batches = _val_batches(cfg, data.val_files, tok, max_canvas)
+    batches = _train_batches(cfg, data.train_files, tok, cfg.seed * 1000 + progress.step, max_canvas,
+                             mcfg.max_canvas)
+    run = _Run(cfg, out, tok, model, opt, progress)  # this run's start (a resume or warm start carries earlier totals)
+    model.train()
+    run.record_base = _record_base(cfg, mcfg, model, data)
+    _loop(run, batches, val_batches)
+    ev = evaluate(model, val_batches, cfg.device)
+    progress.history.append({"step": progress.step, "tokens": progress.tokens_seen,
+                             "minutes": run.elapsed() / 60, **ev})
+    _log(out, {"eval": True, **progress.history[-1]})
+    _snapshot(run, final=True)
+    print(f"\ndone: step {progress.step}, {progress.tokens_seen:,} tokens; checkpoint in {out / 'checkpoint'}",
+          file=sys.stderr)
+    return out / "checkpoint"
+
+
+@dataclass(frozen=True)
+class _Corpus:
+    """The run's source files: the ordinary corpus (which validates) and the extra one (``extra_corpus``)."""
+
+    roots: list[Path]
+    files: list[corpus.CorpusFile]
+    extra_roots: list[Path]
+    extra_files: list[corpus.CorpusFile]
+    train_files: list[corpus.CorpusFile]  # both corpora's training split
+    val_files: list[corpus.CorpusFile]  # the ordinary corpus: the same batches in every run
+
+
+def _corpus(cfg: TrainConfig) -> _Corpus:
     roots = [Path(p) for p in cfg.corpus] or corpus.default_roots()
     files = corpus.list_files(roots)
     if not files:
@@ -382,7 +418,13 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     extra_files = corpus.list_files(extra_roots, extra=True) if extra_roots else []
     if extra_roots and not extra_files:
         raise SystemExit(f"no .py files under {', '.join(map(str, extra_roots))} (--extra-corpus)")
-    tok = _tokenizer(cfg, files, out)  # the ordinary corpus only (a warm start reuses its tokenizer anyway)
+    return _Corpus(roots, files, extra_roots, extra_files,
+                   train_files=[f for f in files + extra_files if f.split == "train"],
+                   val_files=[f for f in files if f.split == "val"])
+
+
+def _model_config(cfg: TrainConfig, tok: Tokenizer, out: Path) -> tuple[ModelConfig, TrainConfig]:
+    """The model's config for this run, and ``cfg`` with the vocabulary size it uses filled in."""
     if cfg.vocab_size and tok.vocab_size != cfg.vocab_size:
         raise SystemExit(f"--vocab-size {cfg.vocab_size}: the tokenizer in use (--tokenizer, --init, or the one "
                          f"already in {out}) has {tok.vocab_size} tokens; use a fresh --out or drop --vocab-size")
@@ -394,6 +436,13 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         mcfg = replace(mcfg, vocab_size=cfg.vocab_size)
     else:  # the record (training.json "config") says which size the run used
         cfg = replace(cfg, vocab_size=mcfg.vocab_size)
+    return mcfg, cfg
+
+
+def _model_and_optimizer(cfg: TrainConfig, mcfg: ModelConfig, tok: Tokenizer,
+                         ) -> tuple[DiffusionLM, torch.optim.Optimizer]:
+    """A freshly initialised model (seeded by ``cfg.seed``; compiled with ``cfg.compile``) and its AdamW
+    (weight decay on matrices only)."""
     if cfg.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -409,127 +458,182 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=cfg.lr, betas=(0.9, 0.95),
     )
+    return model, opt
+
+
+@dataclass
+class _Progress:
+    """How far training has come across resumed runs (what ``resume.pt`` keeps)."""
+
+    step: int = 0
+    tokens_seen: int = 0
+    elapsed_prev: float = 0.0  # seconds trained before this run
+    history: list[dict[str, Any]] = field(default_factory=list)  # validation figures
+    lineage: list[dict[str, Any]] = field(default_factory=list)  # earlier runs' segments
+    # (step, seconds) where this schedule's warmup and cosine start (a warm start moves it)
+    origin: tuple[int, float] = (0, 0.0)
+    resumed: bool = False
+
+
+def _start(cfg: TrainConfig, out: Path, model: DiffusionLM, opt: torch.optim.Optimizer, resume: bool,
+           ) -> _Progress:
+    """Where this run starts: the saved state with ``resume`` (model and optimizer loaded), else ``cfg.init``'s
+    weights and record (a fresh optimizer), else scratch."""
     state_path = out / "resume.pt"
-    step, tokens_seen, elapsed_prev = 0, 0, 0.0
-    history: list[dict[str, Any]] = []
-    lineage: list[dict[str, Any]] = []
-    origin = (0, 0.0)  # (step, seconds) where this schedule's warmup and cosine start (a warm start moves it)
-    resumed = False
+    p = _Progress()
     if resume and state_path.is_file():
         st = torch.load(state_path, map_location=cfg.device, weights_only=False)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
-        step, tokens_seen, elapsed_prev = st["step"], st["tokens_seen"], st["elapsed"]
-        history = st.get("history", [])
-        lineage = st.get("lineage") or list(_record(out / "checkpoint").get("lineage", []))  # older states
-        resumed = True
-        origin = tuple(st.get("origin", origin))  # type: ignore[assignment]
-        print(f"resumed at step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min", file=sys.stderr)
+        p.step, p.tokens_seen, p.elapsed_prev = st["step"], st["tokens_seen"], st["elapsed"]
+        p.history = st.get("history", [])
+        p.lineage = st.get("lineage") or list(_record(out / "checkpoint").get("lineage", []))  # older states
+        p.resumed = True
+        p.origin = tuple(st.get("origin", p.origin))  # type: ignore[assignment]
+        print(f"resumed at step {p.step}, {p.tokens_seen:,} tokens, {p.elapsed_prev / 60:.1f} min", file=sys.stderr)
     elif cfg.init:
-        step, tokens_seen, elapsed_prev, history, lineage = _warm_start(model, cfg)
-        print(f"initialised from {cfg.init} (step {step}, {tokens_seen:,} tokens, {elapsed_prev / 60:.1f} min); "
-              "fresh optimizer", file=sys.stderr)
-        origin = (step, elapsed_prev)
-    train_files = [f for f in files + extra_files if f.split == "train"]
-    val_files = [f for f in files if f.split == "val"]  # the ordinary corpus: the same batches in every run
-    max_canvas = min(MAX_HOLE, mcfg.max_canvas)
+        p.step, p.tokens_seen, p.elapsed_prev, p.history, p.lineage = _warm_start(model, cfg)
+        print(f"initialised from {cfg.init} (step {p.step}, {p.tokens_seen:,} tokens, {p.elapsed_prev / 60:.1f} "
+              "min); fresh optimizer", file=sys.stderr)
+        p.origin = (p.step, p.elapsed_prev)
+    return p
+
+
+def _val_batches(cfg: TrainConfig, val_files: list[corpus.CorpusFile], tok: Tokenizer,
+                 max_canvas: int) -> list[Batch]:
+    """The validation batches: the same examples and masks in every run, leaving torch's generator as it was."""
     val_stream = ExampleStream(val_files, tok, cfg, seed=12345, max_canvas=max_canvas)
     val_state = torch.random.get_rng_state()
     torch.manual_seed(12345)  # the validation batches' masks are the same in every run
     val_batches = [val_stream.batch(VAL_ROWS) for _ in range(8)]
     torch.random.set_rng_state(val_state)
+    return val_batches
 
-    def batch_iter() -> Iterator[Batch]:
-        seed = cfg.seed * 1000 + step
-        if cfg.workers > 0:
-            loader = torch.utils.data.DataLoader(
-                _Batches(train_files, tok, cfg, seed, max_canvas, mcfg.max_canvas),
-                batch_size=None, num_workers=cfg.workers, prefetch_factor=4, persistent_workers=True)
-            return iter(loader)
-        stream = ExampleStream(train_files, tok, cfg, seed=seed, max_canvas=max_canvas, windows=True,
-                               canvas_pos=mcfg.max_canvas)
-        return iter(lambda: stream.batch(cfg.batch_size), None)
 
-    batches = batch_iter()
-    budget_s = cfg.minutes * 60 if cfg.minutes > 0 else float("inf")
-    sched_s = (cfg.schedule_minutes or cfg.minutes) * 60
-    start_step = step
-    t0, tokens0 = time.time(), tokens_seen  # this run's start (a resume or warm start carries earlier totals)
-    last_save = last_eval = t0
-    model.train()
+def _train_batches(cfg: TrainConfig, train_files: list[corpus.CorpusFile], tok: Tokenizer, seed: int,
+                   max_canvas: int, canvas_pos: int) -> Iterator[Batch]:
+    """Endless training batches from a stream seeded by ``seed``: from ``cfg.workers`` data-loader processes,
+    or built in this process without workers."""
+    if cfg.workers > 0:
+        loader = torch.utils.data.DataLoader(
+            _Batches(train_files, tok, cfg, seed, max_canvas, canvas_pos),
+            batch_size=None, num_workers=cfg.workers, prefetch_factor=4, persistent_workers=True)
+        return iter(loader)
+    stream = ExampleStream(train_files, tok, cfg, seed=seed, max_canvas=max_canvas, windows=True,
+                           canvas_pos=canvas_pos)
+    return iter(lambda: stream.batch(cfg.batch_size), None)
+
+
+def _record_base(cfg: TrainConfig, mcfg: ModelConfig, model: DiffusionLM, data: _Corpus) -> dict[str, Any]:
+    """The parts of the training record (``training.json``) that stay the same through the run."""
     record_base = {
         "command": " ".join(["edit-engine", "train", *sys.argv[2:]]) if len(sys.argv) > 1 else "",
         "config": asdict(cfg),
         "model": mcfg.to_dict(),
         "parameters": model.num_parameters(),
-        "corpus": {"roots": [str(r) for r in roots], "files": len(files), "train_files": len(train_files),
-                   "val_files": len(val_files), "manifest": corpus.manifest_digest(files)},
+        "corpus": {"roots": [str(r) for r in data.roots], "files": len(data.files),
+                   "train_files": len(data.train_files), "val_files": len(data.val_files),
+                   "manifest": corpus.manifest_digest(data.files)},
     }
+    extra_files = data.extra_files
     if extra_files:
         record_base["extra_corpus"] = {
-            "roots": [str(r) for r in extra_roots], "share": cfg.extra_share, "files": len(extra_files),
+            "roots": [str(r) for r in data.extra_roots], "share": cfg.extra_share, "files": len(extra_files),
             "train_files": sum(f.split == "train" for f in extra_files), "bytes": sum(f.size for f in extra_files),
             "manifest": corpus.manifest_digest(extra_files)}
+    return record_base
 
-    def snapshot(final: bool = False) -> None:
-        elapsed = elapsed_prev + time.time() - t0
-        segment = {"steps": f"{start_step}-{step}", "command": record_base["command"],
-                   "minutes": round((elapsed - elapsed_prev) / 60, 1), "tokens": tokens_seen,
-                   "start": ("init " + cfg.init if cfg.init and not resumed else
-                             "resume" if resumed else "scratch")}
-        lineage_now = [*lineage, segment]
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                    "tokens_seen": tokens_seen, "elapsed": elapsed, "history": history,
-                    "lineage": lineage_now, "origin": list(origin), "config": asdict(cfg)}, out / "resume.pt.tmp")
-        os.replace(out / "resume.pt.tmp", state_path)
-        rec = {**record_base, "step": step, "tokens_seen": tokens_seen, "wall_minutes": elapsed / 60,
-               "history": history, "final": final, "lineage": lineage_now}
-        checkpoint.save(out / "checkpoint", model, tok, rec)
 
+@dataclass
+class _Run:
+    """One call of ``train``: what the loop steps and what a snapshot saves."""
+
+    cfg: TrainConfig
+    out: Path
+    tok: Tokenizer
+    model: DiffusionLM
+    opt: torch.optim.Optimizer
+    progress: _Progress
+    t0: float = field(default_factory=time.time)  # when this run started
+    start_step: int = field(init=False)  # the step this run started at
+    tokens0: int = field(init=False)  # tokens seen when this run started
+    record_base: dict[str, Any] = field(default_factory=dict)  # ``_record_base``
+
+    def __post_init__(self) -> None:
+        self.start_step, self.tokens0 = self.progress.step, self.progress.tokens_seen
+
+    def elapsed(self) -> float:
+        """Seconds trained in all, this run and the runs it resumes."""
+        return self.progress.elapsed_prev + time.time() - self.t0
+
+
+def _loop(run: _Run, batches: Iterator[Batch], val_batches: list[Batch]) -> None:
+    """Step until ``cfg.steps`` steps or ``cfg.minutes`` have passed; log every 10 steps, validate every
+    ``eval_every_min`` and snapshot every ``save_every_min`` minutes."""
+    cfg, p = run.cfg, run.progress
+    budget_s = cfg.minutes * 60 if cfg.minutes > 0 else float("inf")
+    sched_s = (cfg.schedule_minutes or cfg.minutes) * 60
+    last_save = last_eval = run.t0
     while True:
         now = time.time()
-        if cfg.steps and step - start_step >= cfg.steps:
+        if cfg.steps and p.step - run.start_step >= cfg.steps:
             break
-        if now - t0 >= budget_s:
+        if now - run.t0 >= budget_s:
             break
-        progress = ((elapsed_prev + now - t0 - origin[1]) / sched_s if sched_s > 0
-                    else ((step - origin[0]) / max(1, cfg.steps)))
-        lr = lr_at(cfg, step - origin[0], progress)
-        for g in opt.param_groups:
+        progress = ((p.elapsed_prev + now - run.t0 - p.origin[1]) / sched_s if sched_s > 0
+                    else ((p.step - p.origin[0]) / max(1, cfg.steps)))
+        lr = lr_at(cfg, p.step - p.origin[0], progress)
+        for g in run.opt.param_groups:
             g["lr"] = lr
-        b = next(batches)
-        with torch.autocast("cpu" if cfg.device == "cpu" else "cuda", dtype=torch.bfloat16,
-                            enabled=cfg.autocast_bf16):
-            diff, ar = losses(model, b, cfg.device)
-            loss = diff + cfg.ar_weight * ar
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        step += 1
-        tokens_seen += int((b.kind != 0).sum())
-        el = elapsed_prev + time.time() - t0
-        if step % 10 == 0:
-            tps = (tokens_seen - tokens0) / max(time.time() - t0, 1e-9)  # this run's rate, compile included
-            print(f"\rstep {step} loss {float(diff.detach()):.3f} ar {float(ar.detach()):.3f} gn {float(gn):.2f} lr {lr:.2e} "
-                  f"{tps:,.0f} tok/s {el / 60:.1f} min", end="", file=sys.stderr, flush=True)
-            _log(out, {"step": step, "diff": float(diff.detach()), "ar": float(ar.detach()), "lr": lr, "tokens": tokens_seen,
-                       "minutes": el / 60})
+        diff, ar, gn = _step(run, next(batches))
+        el = run.elapsed()
+        if p.step % 10 == 0:
+            tps = (p.tokens_seen - run.tokens0) / max(time.time() - run.t0, 1e-9)  # this run's rate, compile included
+            print(f"\rstep {p.step} loss {float(diff.detach()):.3f} ar {float(ar.detach()):.3f} gn {float(gn):.2f} "
+                  f"lr {lr:.2e} {tps:,.0f} tok/s {el / 60:.1f} min", end="", file=sys.stderr, flush=True)
+            _log(run.out, {"step": p.step, "diff": float(diff.detach()), "ar": float(ar.detach()), "lr": lr,
+                           "tokens": p.tokens_seen, "minutes": el / 60})
         if time.time() - last_eval >= cfg.eval_every_min * 60:
-            ev = evaluate(model, val_batches, cfg.device)
-            history.append({"step": step, "tokens": tokens_seen, "minutes": el / 60, **ev})
-            _log(out, {"eval": True, **history[-1]})
-            print(f"\n[eval] step {step} " + " ".join(f"{k}={v:.3f}" for k, v in ev.items()), file=sys.stderr)
+            ev = evaluate(run.model, val_batches, cfg.device)
+            p.history.append({"step": p.step, "tokens": p.tokens_seen, "minutes": el / 60, **ev})
+            _log(run.out, {"eval": True, **p.history[-1]})
+            print(f"\n[eval] step {p.step} " + " ".join(f"{k}={v:.3f}" for k, v in ev.items()), file=sys.stderr)
             last_eval = time.time()
         if time.time() - last_save >= cfg.save_every_min * 60:
-            snapshot()
+            _snapshot(run)
             last_save = time.time()
-    ev = evaluate(model, val_batches, cfg.device)
-    history.append({"step": step, "tokens": tokens_seen, "minutes": (elapsed_prev + time.time() - t0) / 60,
-                    **ev})
-    _log(out, {"eval": True, **history[-1]})
-    snapshot(final=True)
-    print(f"\ndone: step {step}, {tokens_seen:,} tokens; checkpoint in {out / 'checkpoint'}", file=sys.stderr)
-    return out / "checkpoint"
 
 
+def _step(run: _Run, b: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One optimizer step on batch ``b``; returns its diffusion loss, prefix loss and gradient norm."""
+    cfg, p = run.cfg, run.progress
+    with torch.autocast("cpu" if cfg.device == "cpu" else "cuda", dtype=torch.bfloat16,
+                        enabled=cfg.autocast_bf16):
+        diff, ar = losses(run.model, b, cfg.device)
+        loss = diff + cfg.ar_weight * ar
+    run.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    gn = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+    run.opt.step()
+    p.step += 1
+    p.tokens_seen += int((b.kind != 0).sum())
+    return diff, ar, gn
+
+
+def _snapshot(run: _Run, final: bool = False) -> None:
+    """Save the resume state (``resume.pt``, replaced whole) and the checkpoint with its training record, this
+    run's segment added to the lineage."""
+    cfg, p, out = run.cfg, run.progress, run.out
+    elapsed = run.elapsed()
+    segment = {"steps": f"{run.start_step}-{p.step}", "command": run.record_base["command"],
+               "minutes": round((elapsed - p.elapsed_prev) / 60, 1), "tokens": p.tokens_seen,
+               "start": ("init " + cfg.init if cfg.init and not p.resumed else
+                         "resume" if p.resumed else "scratch")}
+    lineage_now = [*p.lineage, segment]
+    torch.save({"model": run.model.state_dict(), "opt": run.opt.state_dict(), "step": p.step,
+                "tokens_seen": p.tokens_seen, "elapsed": elapsed, "history": p.history,
+                "lineage": lineage_now, "origin": list(p.origin), "config": asdict(cfg)}, out / "resume.pt.tmp")
+    os.replace(out / "resume.pt.tmp", out / "resume.pt")
+    rec = {**run.record_base, "step": p.step, "tokens_seen": p.tokens_seen, "wall_minutes": elapsed / 60,
+           "history": p.history, "final": final, "lineage": lineage_now}
+    checkpoint.save(out / "checkpoint", run.model, run.tok, rec)

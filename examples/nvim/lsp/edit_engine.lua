@@ -4,7 +4,8 @@ return {
   cmd = { "edit-engine", "lsp" },
   filetypes = { "python", "javascript", "typescript", "typescriptreact", "rust", "go" },
   root_markers = { "pyproject.toml", "package.json", "Cargo.toml", "go.mod", ".git" },
-  -- Options the server reads (lsp/settings.py): modelPath, maxTokens, threshold, streamPasses.
+  -- Options the server reads (edit_engine/lsp/settings.py, docs/lsp.md): modelPath, maxTokens, threshold,
+  -- minCommit, spread, floorRamp, streamPasses.
   init_options = { streamPasses = true },
   handlers = {
     ["editEngine/pass"] = function(...)
