@@ -78,7 +78,7 @@ def next_token(model: DiffusionLM, tok: Tokenizer, h: torch.Tensor, allow_eos: b
                 bias: torch.Tensor | None = None) -> int:
     """Greedy choice from a final hidden state (1, D); the mask and pad ids (FIM markers) are never output.
     ``bias`` (V,): added to the logits first (the novel-name penalty, as the diffusion sampler adds it)."""
-    logits = kernels.head.add_logit_bias(model.head(h).float(), bias)  # (1, V)
+    logits = kernels.add_logit_bias(model.head(h).float(), bias)  # (1, V)
     logits[:, [tok.mask_id, tok.pad_id]] = float("-inf")
     if not allow_eos:
         logits[:, tok.eos_id] = float("-inf")

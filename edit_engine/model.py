@@ -380,7 +380,7 @@ class DiffusionLM(nn.Module):
         p_new = keep + n
         s_new = s_old if suffix is None else len(suffix)
         cap = max(cache.capacity, capacity or 0)
-        self._reserve(cache, p_new + s_new + cap)
+        _reserve(cache, p_new + s_new + cap)
         dev, mc = self.device, self.cfg.max_canvas
         if suffix is None and s_old and p_new != p_old:  # move: values copied, keys re-rotated from unrotated
             assert cache.suffix_k is not None
@@ -450,15 +450,16 @@ class DiffusionLM(nn.Module):
         _, out = kernels.apply_rotary(kt, kt, cos.to(k.dtype), sin.to(k.dtype))
         return out.transpose(1, 2)
 
-    def _reserve(self, cache: ContextCache, rows: int) -> None:
-        """Grow a batch-of-one cache's buffers to hold ``rows`` rows, with spare rows for later growth."""
-        if rows <= cache.key_valid.shape[1]:  # (a batch of one has no padding: every row is a valid key)
-            return
-        new = rows + max(64, rows // 4)  # spare rows: amortised growth for token-by-token decoding
-        L = cache.ctx_len
-        for buf in (cache.k, cache.v):
-            for i, t in enumerate(buf):
-                grown = torch.zeros(1, t.shape[1], new, t.shape[3], device=t.device, dtype=t.dtype)
-                grown[:, :, :L] = t[:, :, :L]
-                buf[i] = grown
-        cache.key_valid = torch.ones(1, new, dtype=torch.bool, device=cache.key_valid.device)
+
+def _reserve(cache: ContextCache, rows: int) -> None:
+    """Grow a batch-of-one cache's buffers to hold ``rows`` rows, with spare rows for later growth."""
+    if rows <= cache.key_valid.shape[1]:  # (a batch of one has no padding: every row is a valid key)
+        return
+    new = rows + max(64, rows // 4)  # spare rows: amortised growth for token-by-token decoding
+    L = cache.ctx_len
+    for buf in (cache.k, cache.v):
+        for i, t in enumerate(buf):
+            grown = torch.zeros(1, t.shape[1], new, t.shape[3], device=t.device, dtype=t.dtype)
+            grown[:, :, :L] = t[:, :, :L]
+            buf[i] = grown
+    cache.key_valid = torch.ones(1, new, dtype=torch.bool, device=cache.key_valid.device)

@@ -422,7 +422,7 @@ class DenoiseState:
     def step(self, logits: torch.Tensor) -> None:
         """One pass's decision from this run's canvas logits (B, C, V): the length rule on freshly opened slots,
         then ``commit_pass``. In place; no host read."""
-        logits = kernels.head.add_logit_bias(logits, self.bias)
+        logits = kernels.add_logit_bias(logits, self.bias)
         if self.open_from is not None:
             decide_length(logits, self.canvas, self.masked, self.length_ban, self.open_from, self.cfg,
                           self.pad_id, self.mask_id)

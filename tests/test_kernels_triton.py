@@ -36,7 +36,7 @@ from edit_engine.kernels import _triton_rmsnorm as trms  # noqa: E402
 from edit_engine.kernels import _triton_rotary as trot  # noqa: E402
 from edit_engine.kernels import head as khead  # noqa: E402
 from edit_engine.kernels.commit import commit_step_ref, token_stats_ref  # noqa: E402
-from edit_engine.kernels.head import HeadBans  # noqa: E402
+from edit_engine.kernels.rules import HeadBans  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("kernel tests run CPU tensors and need TRITON_INTERPRET=1", allow_module_level=True)

@@ -220,7 +220,8 @@ def test_spread_floor_rule(c: int, levels: int, threshold: float, floor: int, se
     slot always does (so denoising always progresses), no two of the floor's own picks are within R of each
     other, and it picks at most ``floor``, until no more than ``floor`` slots are masked, when it takes them all;
     ties included (few score levels)."""
-    from edit_engine.kernels.commit import CommitRule, commit_mask_ref, spread_eligible
+    from edit_engine.kernels.commit import commit_mask_ref, spread_eligible
+    from edit_engine.kernels.rules import CommitRule
 
     g = torch.Generator().manual_seed(seed)
     s = torch.randint(0, levels, (2, c), generator=g).float() / levels

@@ -6,7 +6,6 @@ Imported by the model and the sampler only.
 
 from .attention import canvas_attention, canvas_attention_ref
 from .commit import (
-    CommitRule,
     commit_from_stats,
     commit_from_stats_ref,
     commit_step,
@@ -14,12 +13,14 @@ from .commit import (
     token_stats_ref,
 )
 from .dispatch import backend, triton_available, use_triton
-from .head import HeadBans, head_token_stats, head_token_stats_ref
+from .head import head_token_stats, head_token_stats_ref
 from .int8 import Int8Linear, gemm_ok, int8_linear, int8_linear_ref, quantize_weight
 from .rmsnorm import add_rms_norm, add_rms_norm_ref, rms_norm, rms_norm_ref
 from .rotary import apply_rotary, apply_rotary_ref, rotary_tables
+from .rules import CommitRule, HeadBans, add_logit_bias
 
 __all__ = [
+    "add_logit_bias",
     "add_rms_norm",
     "add_rms_norm_ref",
     "apply_rotary",

@@ -23,7 +23,7 @@ import triton.language as tl
 from . import _triton_commit
 from ._triton_attention import _dot, f32_dot
 from ._triton_commit import _INT_BIG, block_stats, finish_confidence, merge_stats
-from .head import NO_BANS, HeadBans
+from .rules import NO_BANS, HeadBans
 
 
 @triton.jit

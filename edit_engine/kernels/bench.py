@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .commit import CommitRule
+from .rules import CommitRule
 
 H200_PEAK_GBPS = 4800.0  # HBM3e, NVIDIA's data sheet figure
 
@@ -131,7 +131,8 @@ def _head_plain(h: torch.Tensor, w: torch.Tensor) -> Any:
 
 def head_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int]]) -> list[Case]:
     from ._triton_head import head_token_stats_triton
-    from .head import HeadBans, head_token_stats_ref
+    from .head import head_token_stats_ref
+    from .rules import HeadBans
 
     fused = partial(head_token_stats_triton, bans=HeadBans(ban_id=1))
     twin = partial(head_token_stats_ref, bans=HeadBans(ban_id=1))

@@ -13,12 +13,10 @@ No host synchronisation: everything stays a tensor.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import torch
 
 from .dispatch import use_triton
+from .rules import CommitRule, commit_step_of
 
 
 def token_stats_ref(logits: torch.Tensor, choice: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -31,18 +29,6 @@ def token_stats_ref(logits: torch.Tensor, choice: torch.Tensor | None = None) ->
         idx = choice
         top = lf.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
     return idx, torch.exp(top - lse)
-
-
-@dataclass(frozen=True)
-class CommitRule:
-    """Which masked slots a pass commits (``commit_mask_ref``): every one scoring at least ``threshold``, the
-    ``min_commit`` best (the floor), at most the ``max_commit`` best (0 = no ceiling); ``spread`` = R > 0 keeps
-    the floor's own picks more than R apart."""
-
-    threshold: float
-    min_commit: int = 1
-    max_commit: int = 0
-    spread: int = 0
 
 
 def _rank(s: torch.Tensor) -> torch.Tensor:
@@ -118,28 +104,6 @@ def commit_from_stats(
 
         return commit_from_stats_triton(idx, s, tokens, masked, rule)
     return commit_from_stats_ref(idx, s, tokens, masked, rule)
-
-
-StatsOp = Callable[[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]]
-CommitOp = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, CommitRule],
-                    tuple[torch.Tensor, torch.Tensor]]
-CommitStepOp = Callable[..., tuple[torch.Tensor, torch.Tensor]]
-
-
-def commit_step_of(stats: StatsOp, decide: CommitOp) -> CommitStepOp:
-    """The fused commit step of one backend, from its two halves: ``stats`` (logits, choice) -> (token, score)
-    and ``decide`` (token, score, tokens, masked, rule) -> (score, committed), writing in place.
-
-    ``step(logits, tokens, masked, rule, choice=None)``: logits (B, C, V), tokens (B, C) int64 and masked (B, C)
-    bool (written in place), rule a ``CommitRule``, choice (B, C) int64 or None (arg-max). Returns (score (B, C)
-    fp32 with -1 at unmasked positions, committed (B, C) bool)."""
-
-    def step(logits: torch.Tensor, tokens: torch.Tensor, masked: torch.Tensor, rule: CommitRule,
-             choice: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        idx, s = stats(logits, choice)
-        return decide(idx, s, tokens, masked, rule)
-
-    return step
 
 
 # PyTorch twin of the fused commit step (the Triton one: ``_triton_commit.commit_step_triton``).

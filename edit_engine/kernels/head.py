@@ -22,13 +22,12 @@ How the sampler uses it (greedy passes)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
 from .commit import token_stats_ref
 from .dispatch import use_triton
+from .rules import NO_BANS, HeadBans
 
 # Vocabulary size from which the fused kernel replaces matmul + statistics on CUDA. The one GPU run so far
 # (kernels/BENCHMARKS.md, taken beside a training) did not settle the crossover (fused won at 16K and 152K, tied
@@ -36,39 +35,6 @@ from .dispatch import use_triton
 FUSED_HEAD_MIN_VOCAB = 32768
 
 
-def add_logit_bias(logits: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``logits`` (B, C, V) with a (V,) or (B, V) logit ``bias`` added to every slot, in place (the sampler's
-    novel-name penalty); as it is when ``bias`` is None."""
-    if bias is not None:
-        b = bias.to(logits.device, logits.dtype)
-        logits += b if b.dim() == 1 else b.unsqueeze(-2)
-    return logits
-
-
-@dataclass(frozen=True, eq=False)
-class HeadBans:
-    """What the sampler changes in the head's logits before the statistics: ``ban_id``, a token no slot may
-    choose (the mask id); ``pad_id`` with ``pad_ban`` (B, C) bool, the slots where the pad token is forbidden;
-    ``bias``, None or a (V,) or (B, V) logit bias, added first."""
-
-    ban_id: int | None = None
-    pad_id: int | None = None
-    pad_ban: torch.Tensor | None = None
-    bias: torch.Tensor | None = None
-
-    def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        """``logits`` (B, C, V) with the bias added and the bans applied, in place."""
-        logits = add_logit_bias(logits, self.bias)
-        if self.ban_id is not None:
-            logits[..., self.ban_id] = float("-inf")
-        if self.pad_ban is not None:
-            if self.pad_id is None:
-                raise ValueError("pad_ban needs pad_id")
-            logits[..., self.pad_id].masked_fill_(self.pad_ban, float("-inf"))
-        return logits
-
-
-NO_BANS = HeadBans()
 
 
 def head_token_stats_ref(
