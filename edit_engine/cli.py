@@ -1,4 +1,4 @@
-"""The ``edit-engine`` command: infill, train, and the front ends (eval, bench, serve, lsp) when installed.
+"""The edit-engine command: infill, train, and the front ends (eval, bench, serve, lsp) when installed.
 
 Each subcommand lives beside what it drives (``infill_cli``, ``train.cli``, ``eval.cli``, ``bench_cli``,
 ``serve.cli``, ``lsp.cli``): its ``add_parser(sub)`` adds its flags and sets its handler. The modules are

@@ -225,6 +225,7 @@ class SamplerConfig:
 
 
 SAMPLER_FILE = "sampler.json"
+SEED_MAX = 2**63 - 1  # sampling seeds are 0..SEED_MAX (torch generators take 64-bit seeds)
 
 
 @dataclass
@@ -379,6 +380,8 @@ class DenoiseState:
         self.cfg, self.pad_id, self.mask_id = cfg, pad_id, mask_id
         self.line_end = line_end.to(device) if line_end is not None else None
         self.first, self.bias = first, bias
+        if not 0 <= seed <= SEED_MAX:
+            raise ValueError(f"seed must be an integer from 0 to {SEED_MAX}; got {seed}")
         self.gen = torch.Generator(device=device).manual_seed(seed) if cfg.temperature > 0 else None
         if init is not None:
             self.canvas = init.to(device, torch.long).reshape(1, -1).expand(batch, -1).clone()  # (B, C)

@@ -683,3 +683,76 @@ def test_document_requests_answer_limit_errors(engine: Engine) -> None:
         # 6's batched passes
         for passes, answer in until_answers(ws, [5, 6]).values():
             assert passes[-1]["final"] and passes[-1]["text"] == answer["result"]["text"]
+
+
+# ---------------------------------------------------------------------------------------------------- failures
+def _post_together(url: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
+    """POST every body to /v1/completions at once (one thread each); each answer waits at most TIMEOUT."""
+    out: list[httpx.Response | BaseException | None] = [None] * len(bodies)
+
+    def post(i: int) -> None:
+        try:
+            out[i] = httpx.post(url + "/v1/completions", json=bodies[i], timeout=TIMEOUT)
+        except BaseException as e:  # a request the server never answers times out here
+            out[i] = e
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(isinstance(r, httpx.Response) for r in out), out
+    return out  # type: ignore[return-value]
+
+
+def test_a_seed_out_of_range_is_refused_and_strands_nobody(engine: Engine) -> None:
+    """A seed no generator takes (>= 2**64) with sampling on is a 400 in the OpenAI error shape, before it is
+    queued; a request sent with it is answered as if it were alone, and the server then shuts down at once."""
+    good = {"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 8, "temperature": 0.5, "seed": 3}
+    with serving(engine) as srv:
+        bad, ok = _post_together(srv.url, [{**good, "seed": 2**64}, good])
+        assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+        assert "seed" in bad.json()["error"]["message"]
+        assert ok.status_code == 200 and ok.json()["choices"][0]["text"] is not None
+        assert httpx.get(srv.url + "/healthz", timeout=TIMEOUT).json()["status"] == "ok"
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < TIMEOUT  # nothing left waiting: shutdown did not hang
+
+
+def test_a_job_that_fails_at_admission_fails_alone(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever breaks while the scheduler admits a job (here: its denoising state refuses to start) answers
+    that request with a 500 in the OpenAI error shape; the requests admitted with it and after it are served."""
+    from edit_engine.serve import batching
+
+    real = batching.DenoiseState
+
+    def state(*a: Any, **kw: Any) -> Any:
+        if kw.get("seed") == 7:
+            raise RuntimeError("refused at admission")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(batching, "DenoiseState", state)
+    body = {"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 8, "seed": 1}
+    with serving(engine) as srv:
+        answers = _post_together(srv.url, [{**body, "seed": 7}, body, {**body, "seed": 2}])
+        after = httpx.post(srv.url + "/v1/completions", json=body, timeout=TIMEOUT)
+    failed, *served = answers
+    assert failed.status_code == 500 and "refused at admission" in failed.json()["error"]["message"]
+    assert failed.json()["error"]["type"] == "server_error"
+    assert all(r.status_code == 200 for r in [*served, after])
+
+
+def test_bad_text_and_unknown_paths_answer_in_the_error_shape(server: BackgroundServer) -> None:
+    """A prompt holding a lone surrogate is a 400, not a plain-text 500; an unknown path is a 404 and a wrong
+    method a 405, each in the OpenAI error shape ({"error": {"message", "type", ...}}), not {"detail": ...}."""
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as c:
+        raw = '{"prompt": "x = \\ud800", "suffix": "\\n", "max_tokens": 4}'
+        bad = c.post("/v1/completions", content=raw, headers={"Content-Type": "application/json"})
+        missing = c.get("/v1/nothing-here")
+        method = c.get("/v1/completions")
+        ok = c.post("/v1/completions", json={"prompt": "x = ", "suffix": "\n", "max_tokens": 4})
+    assert bad.status_code == 400 and "surrogate" in bad.json()["error"]["message"]
+    assert missing.status_code == 404 and missing.json()["error"]["type"] == "invalid_request_error"
+    assert method.status_code == 405 and "GET /v1/completions" in method.json()["error"]["message"]
+    assert "detail" not in missing.json() and "detail" not in method.json()
+    assert ok.status_code == 200

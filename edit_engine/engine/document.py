@@ -21,7 +21,7 @@ import torch
 from .. import planner, postprocess, repair, syntax
 from ..sampler import SamplerConfig
 from .results import unheal
-from .runtime import Runtime, check_size
+from .runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,6 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
     t0 = time.perf_counter()
     doc = rt.document(text, language, uri)
     t1 = time.perf_counter()
-    check_size(len(text))
     pl = planner.plan(text, offset, selection, max_tokens, language, doc)
     t2 = time.perf_counter()
     cfg = rt.config(pl.max_tokens, overrides)

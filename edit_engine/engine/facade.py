@@ -35,7 +35,7 @@ from . import rounds
 from .contexts import ContextCacheConfig, ContextStore
 from .document import DocumentPlan, plan_document
 from .results import Completion, InfillResult, Pass, unheal
-from .runtime import Runtime, check_size
+from .runtime import Runtime, check_text
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ class Engine:
         settings). ``initial_slots``: the first canvas's size, clamped to 1..max_tokens (the sampler's
         ``initial_canvas`` override sets it too, clamped to ``max_tokens`` as given). What ``stream`` runs, and what
         the server's scheduler batches."""
-        check_size(len(prefix) + len(suffix))
+        check_text(prefix, suffix)
         cfg = self.rt.config(max_tokens, overrides)
         if initial_slots is not None:
             cfg = cfg.with_(initial_canvas=max(1, min(initial_slots, cfg.max_tokens)))

@@ -19,10 +19,18 @@ from .results import MAX_DOCUMENT_CHARS
 from .vocab import TokenTables
 
 
-def check_size(n: int) -> None:
-    """ValueError for a document over ``MAX_DOCUMENT_CHARS`` characters."""
+def check_text(*texts: str) -> None:
+    """ValueError for text the engine cannot take: over ``MAX_DOCUMENT_CHARS`` characters together, or not
+    Unicode a tokenizer can encode (a lone surrogate, as JSON's ``"\\ud800"`` decodes to)."""
+    n = sum(len(t) for t in texts)
     if n > MAX_DOCUMENT_CHARS:
         raise ValueError(f"document too large ({n:,} > {MAX_DOCUMENT_CHARS:,} chars)")
+    for t in texts:
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"text holds a lone surrogate (U+{ord(t[e.start]):04X} at character {e.start}); "
+                             "send valid Unicode") from None
 
 
 class Runtime:
@@ -72,7 +80,7 @@ class Runtime:
 
     def document(self, text: str, language: str, uri: str | None) -> syntax.Document:
         """The syntax tree of a document (kept per ``uri``, so it is re-parsed incrementally)."""
-        check_size(len(text))
+        check_text(text)
         return self.syntax.get(uri, text, language) if uri else syntax.Document.parse(text, language)
 
     def scores(self, canvas: torch.Tensor, cache: Any) -> torch.Tensor:

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..engine import Engine
@@ -82,6 +83,15 @@ def create_app(settings: Settings, engine: Engine | None = None,
     async def on_serve_error(request: Request, e: ServeError) -> JSONResponse:
         return _error_response(e)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        """Routing errors (no such path, wrong method) in the API's error shape, not the framework's."""
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code)
+        if kind is None:
+            err = ServeError("invalid_request", str(e.detail))
+            return JSONResponse(err.http_body(), status_code=e.status_code, headers=e.headers)
+        return _error_response(ServeError(kind, f"{request.method} {request.url.path}: {e.detail}"))
+
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, e: RequestValidationError) -> JSONResponse:
         parts = [f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()[:5]]
@@ -93,13 +103,17 @@ def create_app(settings: Settings, engine: Engine | None = None,
     return app
 
 
+SHUTDOWN_GRACE_S = 10  # on SIGTERM, requests still open after this long are cut off and the server exits
+
+
 def uvicorn_config(app: FastAPI, settings: Settings, **kw: Any) -> Any:
     """uvicorn settings: frames up to 4x the request limit reach the handler (and get a JSON-RPC error);
     larger ones close the socket (1009) before they are buffered."""
     import uvicorn
 
     return uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                          ws_max_size=4 * settings.max_request_bytes, lifespan="on", **kw)
+                          ws_max_size=4 * settings.max_request_bytes, lifespan="on",
+                          timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **kw)
 
 
 class BackgroundServer:

@@ -33,6 +33,7 @@ import asyncio
 import collections
 import concurrent.futures
 import itertools
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -45,6 +46,8 @@ from ..engine import Engine, Pass, Prepared, unheal
 from ..model import ContextCache
 from ..sampler import DenoiseState, SamplerConfig, Step
 from .metrics import Metrics
+
+log = logging.getLogger("edit_engine.serve")
 
 
 @dataclass(frozen=True)
@@ -378,8 +381,7 @@ class Scheduler:
                 self._step(admit)
             except Exception as e:  # a failed forward pass fails its batch, not the server
                 for a in self._active:
-                    self._retire(a, "error")
-                    a.job._deliver(e)
+                    self._fail(a.job, e)
                 self._active = []
                 self._batch = None
 
@@ -422,21 +424,38 @@ class Scheduler:
         self.metrics.retired.inc(reason=reason)
 
     def _admit(self, jobs: list[Job]) -> None:
+        """Encode the jobs' contexts in one call and start their denoising states. A job whose admission fails
+        (a bad setting that got past the checks, a failed encode) gets that error and is dropped; the others
+        are admitted."""
         model, tok = self.engine.model, self.engine.tokenizer
         preps = [j.prepared for j in jobs]
-        assert all(p is not None for p in preps)
-        cache = model.encode_context([p.prefix_ids for p in preps if p], [p.suffix_ids for p in preps if p],
-                                     capacity=0)
+        try:
+            assert all(p is not None for p in preps)
+            cache = model.encode_context([p.prefix_ids for p in preps if p], [p.suffix_ids for p in preps if p],
+                                         capacity=0)
+        except Exception as e:
+            for j in jobs:
+                self._fail(j, e)
+            return
         now = time.perf_counter()
         for r, (j, p) in enumerate(zip(jobs, preps, strict=True)):
             assert p is not None
-            state = DenoiseState(p.cfg, tok.pad_id, tok.mask_id, model.device, seed=j.spec.seed,
-                                 line_end=self.engine.line_end if p.cfg.line_stop else None, first=p.first,
-                                 bias=p.bias)
+            try:
+                state = DenoiseState(p.cfg, tok.pad_id, tok.mask_id, model.device, seed=j.spec.seed,
+                                     line_end=self.engine.line_end if p.cfg.line_stop else None, first=p.first,
+                                     bias=p.bias)
+            except Exception as e:
+                self._fail(j, e)
+                continue
             self._active.append(_Active(
                 job=j, cfg=p.cfg, k=[k[r : r + 1] for k in cache.k], v=[v[r : r + 1] for v in cache.v],
                 valid=cache.key_valid[r : r + 1, : cache.ctx_len], canvas_start=cache.canvas_start[r : r + 1],
                 state=state, admitted=now))
+
+    def _fail(self, job: Job, e: BaseException) -> None:
+        log.warning("request %d failed: %s: %s", job.id, type(e).__name__, e)
+        self.metrics.retired.inc(reason="error")
+        job._deliver(e)
 
     def _forward(self) -> None:
         batch = self._batch
@@ -472,8 +491,7 @@ class Scheduler:
                 self._emit(a, step)
             except Exception as e:  # a request's text transform failed: that request fails, not the batch
                 gone.append(a)
-                self._retire(a, "error")
-                a.job._deliver(e)
+                self._fail(a.job, e)
                 continue
             if step.final:
                 done.append(a)

@@ -19,6 +19,8 @@ KINDS: dict[str, tuple[int, int, str]] = {
     "content_modified": (rpc.CONTENT_MODIFIED, 409, "invalid_request_error"),
     "unauthorized": (rpc.INVALID_REQUEST, 401, "authentication_error"),
     "length_required": (rpc.INVALID_REQUEST, 411, "invalid_request_error"),
+    "not_found": (rpc.METHOD_NOT_FOUND, 404, "invalid_request_error"),  # an HTTP path the API does not have
+    "method_not_allowed": (rpc.METHOD_NOT_FOUND, 405, "invalid_request_error"),
     "internal": (rpc.INTERNAL_ERROR, 500, "server_error"),
 }
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sampler import SETTINGS
+from ..sampler import SEED_MAX, SETTINGS
 
 _STRICT = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
 
@@ -76,7 +76,7 @@ class CompletionRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=SETTINGS["temperature"].lo, le=SETTINGS["temperature"].hi)
     stream: bool = False
     diffusing: bool = False
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, le=SEED_MAX)
     n: int = Field(default=1, ge=1, le=1)
 
     def prompt_text(self) -> str:

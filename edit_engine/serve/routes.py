@@ -76,6 +76,9 @@ async def completions(body: CompletionRequest, service: Service = Depends(get_se
     except Cancelled as c:
         service.metrics.requests.inc(route="http", outcome="cancelled")
         raise ServeError("cancelled", str(c)) from c
+    except Exception as e:  # the job failed (the scheduler logged it): this request's error, in the API's shape
+        service.metrics.requests.inc(route="http", outcome="error")
+        raise ServeError("internal", f"the request failed: {type(e).__name__}: {e}") from e
     finally:
         if last is None or not last.final:
             job.cancel("disconnect")
@@ -109,6 +112,9 @@ async def _sse(service: Service, job: Job, cid: str, model: str, diffusing: bool
         service.metrics.requests.inc(route="http", outcome="cancelled")
         err = ServeError("cancelled", str(c))
         yield _data(err.http_body())
+    except Exception as e:  # the job failed (the scheduler logged it): an error event, then [DONE]
+        service.metrics.requests.inc(route="http", outcome="error")
+        yield _data(ServeError("internal", f"the request failed: {type(e).__name__}: {e}").http_body())
     finally:
         if not finished and not job.cancelled:  # the client went away mid-stream
             service.metrics.cancellations.inc(reason="disconnect")
