@@ -756,3 +756,68 @@ def test_bad_text_and_unknown_paths_answer_in_the_error_shape(server: Background
     assert method.status_code == 405 and "GET /v1/completions" in method.json()["error"]["message"]
     assert "detail" not in missing.json() and "detail" not in method.json()
     assert ok.status_code == 200
+
+
+def _raw_http(srv: BackgroundServer, head: bytes, body: bytes = b"") -> tuple[int, bytes]:
+    """Send raw bytes to the server; return the answer's status code and its bytes (read until it closes or
+    TIMEOUT passes)."""
+    import socket
+
+    with socket.create_connection((srv.host, srv.port), timeout=TIMEOUT) as s:
+        s.sendall(head + body)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data) < data.find(b"\r\n\r\n") + 4 + 1:
+            try:
+                chunk = s.recv(65536)
+            except (TimeoutError, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            data += chunk
+    return int(data.split(b" ", 2)[1]), data
+
+
+def test_the_key_is_checked_before_the_body_is_read(engine: Engine) -> None:
+    """With an API key, a request without it is answered 401 from its headers alone: a chunked body that never
+    comes, or bad JSON, gets 401 (never 400 or a wait for the body)."""
+    with serving(engine, api_key="k") as srv:
+        status, _ = _raw_http(srv, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                   b"Transfer-Encoding: chunked\r\n\r\n")
+        assert status == 401
+        bad_json = httpx.post(srv.url + "/v1/completions", content=b"{not json", timeout=TIMEOUT)
+        assert bad_json.status_code == 401
+
+
+def test_a_body_longer_than_its_headers_said_is_cut_off() -> None:
+    """The body guard counts the bytes that arrive, whatever Content-Length claimed (a framing the HTTP parser
+    let through): past the limit the request is answered 413 and the app never gets more than the limit."""
+    import asyncio
+
+    from edit_engine.serve.app import BodyLimit
+
+    seen: list[int] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        total = 0
+        while True:
+            m = await receive()
+            total += len(m.get("body", b""))
+            seen.append(total)
+            if not m.get("more_body"):
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"read"})
+
+    chunks = [{"type": "http.request", "body": b"a" * 600, "more_body": i < 4} for i in range(5)]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return chunks.pop(0)
+
+    async def send(m: dict[str, Any]) -> None:
+        sent.append(m)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/completions",
+             "headers": [(b"content-length", b"100")]}
+    asyncio.run(BodyLimit(app, limit=1000)(scope, receive, send))
+    assert sent[0]["status"] == 413 and max(seen) <= 1000

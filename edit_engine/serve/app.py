@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine import Engine
 from .errors import ServeError
@@ -24,28 +24,73 @@ from .metrics import Metrics
 from .routes import protected, public
 from .serving import Service
 from .settings import Settings
+from .ws import authorized
+
+
+class _TooLarge(Exception):
+    pass
 
 
 class BodyLimit:
-    """Reject HTTP bodies over ``limit`` bytes (413) before they are read; a POST must declare its length."""
+    """Guards every HTTP request before its body is read: with an API key, a request for any path but the public
+    ones (``PUBLIC_PATHS``) without the key is answered 401 at once; a POST must declare its length, and one
+    over ``limit`` bytes is answered 413. The bytes that do arrive are counted too, so a body that runs past
+    its limit (whatever its headers said) is cut off with a 413 instead of being buffered."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, api_key: str | None = None) -> None:
+        self.app, self.limit, self.api_key = app, limit, api_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH"):
-            headers = dict(scope["headers"])
-            length = headers.get(b"content-length")
-            err = None
-            if length is None:
-                err = ServeError("length_required", "send Content-Length (chunked bodies are not accepted)")
-            elif not length.isdigit() or int(length) > self.limit:
-                err = ServeError("too_large", f"request body of {length.decode(errors='replace')} bytes exceeds "
-                                 f"the limit of {self.limit:,}", limit="max_request_bytes")
-            if err is not None:
-                await _error_response(err)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        err = self._refusal(scope, headers)
+        if err is not None:
+            await _error_response(err)(scope, receive, send)
+            return
+        received, started = 0, False
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise _TooLarge
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except _TooLarge:
+            if not started:
+                await _error_response(self._too_large(f"over {self.limit:,}"))(scope, receive, send)
+
+    def _refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> ServeError | None:
+        """The error that answers this request before its body is read, or None."""
+        if scope["path"] not in PUBLIC_PATHS and not authorized(
+                headers.get(b"authorization", b"").decode("latin-1") or None, self.api_key):
+            return ServeError("unauthorized", "missing or wrong API key (send 'Authorization: Bearer KEY')")
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            return None
+        length = headers.get(b"content-length")
+        if length is None:
+            return ServeError("length_required", "send Content-Length (chunked bodies are not accepted)")
+        if not length.isdigit() or int(length) > self.limit:
+            return self._too_large(length.decode(errors="replace"))
+        return None
+
+    def _too_large(self, size: str) -> ServeError:
+        return ServeError("too_large", f"request body of {size} bytes exceeds the limit of {self.limit:,}",
+                          limit="max_request_bytes")
+
+
+PUBLIC_PATHS = frozenset({"/healthz"})  # answered without the API key
 
 
 def _error_response(e: ServeError) -> JSONResponse:
@@ -99,7 +144,7 @@ def create_app(settings: Settings, engine: Engine | None = None,
 
     app.include_router(public)
     app.include_router(protected)
-    app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_request_bytes, api_key=settings.api_key)
     return app
 
 
