@@ -38,7 +38,7 @@ ABSENT, PREFIX, SUFFIX, CANVAS = 0, 1, 2, 3
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Shape of the transformer. Presets below; a checkpoint stores its own in ``config.json``."""
+    """Shape of the transformer (checked: a ``config.json`` with wrong types or sizes is a ValueError). Presets below; a checkpoint stores its own in ``config.json``."""
 
     vocab_size: int = 8192  # BPE vocabulary incl. the special tokens (pad=0, mask=1, eos=2)
     d_model: int = 256  # residual width
@@ -62,11 +62,26 @@ class ModelConfig:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v, want = getattr(self, f.name), type(f.default)
+            ok = isinstance(v, want) and not isinstance(v, bool) or (want is float and type(v) is int)
+            if not ok:
+                raise ValueError(f"config {f.name}={v!r}: expected {want.__name__}")
+        if self.vocab_size > MAX_VOCAB or min(self.vocab_size, self.d_model, self.n_layers, self.n_heads, self.d_ff,
+                                              self.max_canvas) < 1 or self.d_model % self.n_heads:
+            raise ValueError(f"config: sizes out of range (vocab_size 1..{MAX_VOCAB:,}, every width >= 1, d_model "
+                             "divisible by n_heads)")
+        if self.objective not in ("diffusion", "ar"):
+            raise ValueError(f"config objective={self.objective!r}: expected 'diffusion' or 'ar'")
+
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> ModelConfig:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})  # type: ignore[arg-type]
 
+
+MAX_VOCAB = 1 << 20  # a vocabulary beyond this is a broken config, not a model
 
 PRESETS: dict[str, ModelConfig] = {
     # For unit tests: random weights, runs in milliseconds.

@@ -395,3 +395,21 @@ def test_int8_is_refused_for_open_models(dream_dir: Any) -> None:
     """int8 serving is ours only: an open model asked for it gets a clear error, not a half-quantized model."""
     with pytest.raises(checkpoint.CheckpointError, match="int8 serving is for edit-engine checkpoints"):
         checkpoint.load(dream_dir[0], dtype="int8")
+
+
+def test_a_shard_index_naming_a_file_outside_the_folder_is_refused(dream_dir: Any, tmp_path: Path) -> None:
+    """The index may only name files of the model folder: ``../x.safetensors`` or an absolute path is a clear
+    error, and nothing outside the folder is opened."""
+    import shutil
+
+    d = tmp_path / "m"
+    shutil.copytree(dream_dir[0], d)
+    outside = tmp_path / "elsewhere.safetensors"
+    index = json.loads((d / "model.safetensors.index.json").read_text())
+    name = next(iter(index["weight_map"]))
+    shutil.copy(d / index["weight_map"][name], outside)
+    for target in ("../elsewhere.safetensors", str(outside)):
+        index["weight_map"][name] = target
+        (d / "model.safetensors.index.json").write_text(json.dumps(index))
+        with pytest.raises(checkpoint.CheckpointError, match="outside the model folder"):
+            checkpoint.load(d)

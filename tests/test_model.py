@@ -68,3 +68,28 @@ def test_presets_are_consistent() -> None:
     for name, cfg in PRESETS.items():
         assert cfg.d_model % cfg.n_heads == 0, name
         assert cfg.head_dim % 2 == 0, name
+
+
+def test_a_config_with_wrong_types_or_sizes_is_a_one_line_error(tiny_checkpoint, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``config.json`` values of the wrong type, or a vocabulary no model has, are refused by the loader with one
+    line naming the field (the CLI prints it and exits 2), never a traceback from inside torch."""
+    import json
+    import shutil
+
+    import pytest
+
+    from edit_engine import checkpoint
+    from edit_engine.cli import main
+
+    for change, field in (({"d_model": "256"}, "d_model"), ({"vocab_size": 10**12}, "vocab_size"),
+                          ({"n_layers": True}, "n_layers")):
+        d = tmp_path / field
+        shutil.copytree(tiny_checkpoint, d)
+        raw = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**raw, **change}))
+        with pytest.raises(checkpoint.CheckpointError, match=field) as e:
+            checkpoint.load(d)
+        assert "\n" not in str(e.value)
+    sample = tmp_path / "s.py"
+    sample.write_text("x = \n")
+    assert main(["infill", str(sample), "--line", "1", "--col", "5", "--model", str(tmp_path / "d_model")]) == 2

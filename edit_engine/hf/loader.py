@@ -89,6 +89,12 @@ class _Weights:
         self.where: dict[str, Path] = {}
         if index.is_file():
             wm = json.loads(index.read_text()).get("weight_map", {})
+            if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(f, str) for k, f in wm.items()):
+                raise UnsupportedCheckpoint("model.safetensors.index.json: weight_map must map names to file names")
+            root = d.resolve()
+            for f in set(wm.values()):  # a shard is a file of this folder, never a path out of it
+                if (d / f).resolve().parent != root:
+                    raise UnsupportedCheckpoint(f"model.safetensors.index.json names {f!r}, outside the model folder")
             self.where = {k: d / f for k, f in wm.items()}
             missing = sorted({str(p.name) for p in self.where.values() if not p.is_file()})
             if missing:
