@@ -4,12 +4,23 @@ of each sampler setting (``sampler.SETTINGS``: flag, type, range and help)."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 
 
 class UserError(Exception):
     """A problem with the user's input: printed as one line, exit code 2."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listening address is reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def dtype_arg(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
@@ -105,3 +106,15 @@ def test_cli_registers_the_lsp_subcommand() -> None:
     a = build_parser().parse_args(["lsp", "--log-file", "server.log", "--threads", "2"])
     assert (a.command, a.log_file, a.threads, a.tcp, a.model) == ("lsp", "server.log", 2, None, None)
     assert build_parser().parse_args(["lsp", "--tcp", "2087"]).tcp == 2087
+
+
+def test_lsp_refuses_a_public_address_without_allow_remote(capsys: pytest.CaptureFixture[str]) -> None:
+    """The language server has no authentication: ``--tcp`` on an address beyond this machine is refused with
+    one line (exit 2) before anything listens, unless the user says ``--allow-remote``."""
+    from edit_engine.cli import main
+    from edit_engine.cli_args import is_loopback
+
+    for host in ("0.0.0.0", "192.0.2.10", "::"):
+        assert main(["lsp", "--tcp", "1", "--host", host]) == 2
+        assert "--allow-remote" in capsys.readouterr().err
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")

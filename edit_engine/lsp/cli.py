@@ -9,14 +9,18 @@ from __future__ import annotations
 import argparse
 import logging
 
-from edit_engine.cli_args import add_dtype_arg
+from edit_engine.cli_args import UserError, add_dtype_arg, is_loopback
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("lsp", help="run the language server (stdio by default)")
     p.set_defaults(handler=_lsp)
     p.add_argument("--tcp", type=int, metavar="PORT", help="listen on this TCP port instead of stdio")
-    p.add_argument("--host", default="127.0.0.1", help="address for --tcp (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1", help="address for --tcp (default 127.0.0.1); the language "
+                   "server has no authentication, so an address beyond this machine needs --allow-remote")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="with --tcp: listen on a non-loopback --host (anyone who reaches it can use the model and "
+                   "read the documents it is sent)")
     p.add_argument("--model", help="checkpoint directory (default: the packaged model; a client's "
                                    "initializationOptions.modelPath overrides it)")
     p.add_argument("--log-file", help="write the server log (and editEngine/accepted telemetry) here")
@@ -37,6 +41,9 @@ def configure_logging(log_file: str | None, level: str) -> None:
 
 
 def _lsp(a: argparse.Namespace) -> int:
+    if a.tcp and not is_loopback(a.host) and not a.allow_remote:
+        raise UserError(f"refusing to listen on {a.host!r}: the language server has no authentication, so anyone "
+                        "who can reach it could use it. Bind 127.0.0.1, tunnel over SSH, or pass --allow-remote.")
     configure_logging(a.log_file, a.log_level)
     if a.threads:
         import torch

@@ -7,11 +7,12 @@ text, so adding a setting adds its flag and its variable.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
+
+from ..cli_args import is_loopback
 
 ENV_PREFIX = "EDIT_ENGINE_"
 
@@ -112,15 +113,6 @@ def _scalar_type(annotation: Any) -> type:
     if text.startswith("float"):
         return float
     return str
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 DEFAULTS = {f.name: f.default for f in fields(Settings) if f.default is not MISSING}
