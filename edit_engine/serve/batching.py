@@ -427,7 +427,7 @@ class Scheduler:
         """Encode the jobs' contexts in one call and start their denoising states. A job whose admission fails
         (a bad setting that got past the checks, a failed encode) gets that error and is dropped; the others
         are admitted."""
-        model, tok = self.engine.model, self.engine.tokenizer
+        model = self.engine.model
         preps = [j.prepared for j in jobs]
         try:
             assert all(p is not None for p in preps)
@@ -438,19 +438,11 @@ class Scheduler:
                 self._fail(j, e)
             return
         now = time.perf_counter()
-        for r, (j, p) in enumerate(zip(jobs, preps, strict=True)):
-            assert p is not None
+        for r, j in enumerate(jobs):
             try:
-                state = DenoiseState(p.cfg, tok.pad_id, tok.mask_id, model.device, seed=j.spec.seed,
-                                     line_end=self.engine.line_end if p.cfg.line_stop else None, first=p.first,
-                                     bias=p.bias)
+                self._active.append(_activate(self.engine, j, cache, r, now))
             except Exception as e:
                 self._fail(j, e)
-                continue
-            self._active.append(_Active(
-                job=j, cfg=p.cfg, k=[k[r : r + 1] for k in cache.k], v=[v[r : r + 1] for v in cache.v],
-                valid=cache.key_valid[r : r + 1, : cache.ctx_len], canvas_start=cache.canvas_start[r : r + 1],
-                state=state, admitted=now))
 
     def _fail(self, job: Job, e: BaseException) -> None:
         log.warning("request %d failed: %s: %s", job.id, type(e).__name__, e)
@@ -556,6 +548,18 @@ def _pass_text(tok: Any, job: Job, step: Step) -> tuple[str, str | None]:
     if spec.transform is not None:
         text = spec.transform(text)
     return text, stable
+
+
+def _activate(engine: Engine, job: Job, cache: ContextCache, row: int, now: float) -> _Active:
+    """A job admitted to the batch: its rows of the admission's encoded ``cache`` and a fresh denoising state."""
+    p, tok = job.prepared, engine.tokenizer
+    assert p is not None
+    state = DenoiseState(p.cfg, tok.pad_id, tok.mask_id, engine.model.device, seed=job.spec.seed,
+                         line_end=engine.line_end if p.cfg.line_stop else None, first=p.first, bias=p.bias)
+    r = slice(row, row + 1)
+    return _Active(job=job, cfg=p.cfg, k=[k[r] for k in cache.k], v=[v[r] for v in cache.v],
+                   valid=cache.key_valid[r, : cache.ctx_len], canvas_start=cache.canvas_start[r], state=state,
+                   admitted=now)
 
 
 def _own_context(a: _Active, capacity: int) -> ContextCache:
