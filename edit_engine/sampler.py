@@ -155,16 +155,6 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
 )}
 
 
-def spread_radius(value: object) -> int:
-    """A spread setting as its radius: an int from 0 (off) to ``MAX_SPREAD``, or a bool (true = 1, false = 0)."""
-    return int(SETTINGS["spread"].check(value))
-
-
-def set_overrides(**settings: Any) -> dict[str, Any]:
-    """Sampler overrides from optional settings: the ones that are set (not None), for ``Engine`` calls."""
-    return {k: v for k, v in settings.items() if v is not None}
-
-
 @dataclass(frozen=True)
 class SamplerConfig:
     """How the canvas is denoised (each field's meaning and range: ``SETTINGS``). Defaults are the plain

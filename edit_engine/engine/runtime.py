@@ -3,7 +3,6 @@ the vocabulary tables, the per-document stores (encoded contexts, syntax trees) 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,6 @@ class Runtime:
         self.tables = TokenTables(model, tokenizer)
         self.decoder = decoders.for_model(model, tokenizer, self.contexts, self.tables)
         self.syntax = syntax.SyntaxCache()
-        self._lock = threading.Lock()
 
     @property
     def canvas(self) -> bool:
