@@ -72,13 +72,37 @@ def python_error(text: str) -> tuple[int, int] | None:
     return None
 
 
+COMPILE_WINDOW_CHARS = 32_768  # a larger document is compiled only around the fill (``_window``)
+
+
+def _window(doc: Document, start: int, end: int) -> tuple[int, int]:
+    """Where Python's compile check looks: the whole text, or in a large document the top-level statements
+    the span ``[start, end)`` touches, whole lines (``ast.parse`` holds the interpreter lock, a second for
+    500 k characters; an error a fill makes shows in the statements around it)."""
+    text = doc.text
+    if len(text) <= COMPILE_WINDOW_CHARS or doc.tree is None:
+        return 0, len(text)
+    a, b = start, end
+    sb = len(text[:start].encode("utf-8", "surrogatepass"))
+    eb = sb + len(text[start:end].encode("utf-8", "surrogatepass"))
+    touching = [n for n in doc.tree.root_node.children if n.end_byte >= sb and n.start_byte <= eb]
+    if touching:
+        a, b = min(a, doc.char(touching[0].start_byte)), max(b, doc.char(touching[-1].end_byte))
+    a = text.rfind("\n", 0, a) + 1
+    nl = text.find("\n", b)
+    return a, len(text) if nl < 0 else nl
+
+
 def _compile_check(doc: Document, start: int, end: int, fill: str) -> tuple[int, int] | None:
     """A Python error the fill introduced, as a character range of the new text (None if none)."""
-    new = python_error(doc.text[:start] + fill + doc.text[end:])
+    a, b = _window(doc, start, end)
+    new = python_error(doc.text[a:start] + fill + doc.text[end:b])
     if new is None:
         return None
-    old = python_error(doc.text)
+    new = (new[0] + a, new[1] + a)
+    old = python_error(doc.text[a:b])
     if old is not None:
+        old = (old[0] + a, old[1] + a)
         delta = len(fill) - (end - start)
         shifted = (old[0] + delta if old[0] >= end else old[0], old[1] + delta if old[1] >= end else old[1])
         if shifted == new:
@@ -89,7 +113,7 @@ def _compile_check(doc: Document, start: int, end: int, fill: str) -> tuple[int,
 def check(doc: Document, start: int, end: int, fill: str, compile_check: bool = True) -> Check:
     """What replacing ``doc.text[start:end]`` by ``fill`` breaks (nothing for a document without a grammar).
     ``compile_check=False``: the tree-sitter parse only (incremental, so cheap in a large document; Python's own
-    compile check parses the whole text)."""
+    compile check parses the text, or in a large document the statements around the fill)."""
     tree = doc.parse_with(start, end, fill)
     if tree is None or doc.tree is None:
         return Check(0, [], False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import json
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -139,11 +140,24 @@ def broken_nodes(tree: ts.Tree) -> list[ts.Node]:
     return out
 
 
+YIELD_BYTES = 64 << 10  # larger sources are parsed in chunks, letting other threads run between them
+
+
 def _parse(g: Grammar, data: bytes, old: ts.Tree | None) -> ts.Tree | None:
+    """Parse ``data`` (reusing ``old``, edited to match it). tree-sitter holds the interpreter lock while it
+    parses, so a large source is handed over in ``YIELD_BYTES`` chunks and the lock is released between them:
+    a server's event loop keeps answering while a 500 k-character document is parsed in a worker thread."""
     parser = g.parser()
     if parser is None:
         return None
-    return parser.parse(data, old) if old is not None else parser.parse(data)
+    if len(data) <= YIELD_BYTES:
+        return parser.parse(data, old) if old is not None else parser.parse(data)
+
+    def read(byte: int, point: tuple[int, int]) -> bytes:
+        time.sleep(0)  # releases the interpreter lock: waiting threads run
+        return data[byte : byte + YIELD_BYTES // 16]
+
+    return parser.parse(read, old) if old is not None else parser.parse(read)
 
 
 @dataclass

@@ -34,7 +34,7 @@ def test_every_benchmark_is_documented() -> None:
     files = sorted(p for p in BENCHMARKS.iterdir() if p.suffix in (".py", ".sh"))
     assert [p.name for p in files] == ["algorithm_corpus.sh", "bench_batching.py", "editing_session.py",
                                        "gpu_bench.sh", "gpu_train.sh", "load_ws.py", "pair_runs.py",
-                                       "sweep_commit.py"]
+                                       "soak.py", "sweep_commit.py"]
     for p in files:
         assert f"benchmarks/{p.name}" in p.read_text(), f"{p.name} does not show its command"
         assert f"benchmarks/{p.name}" in readme, f"README.md does not list {p.name}"
@@ -138,6 +138,20 @@ def test_load_ws_smoke(tiny_checkpoint: Path, tmp_path: Path) -> None:
     assert res["sent"] == res["answered"] == res["ok"] == 4 and res["errors"] == res["lost"] == 0
     assert res["server"]["forward_passes"] > 0 and not res["problems"]
     assert stdout.startswith("| clients |")
+
+
+def test_soak_smoke(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """A few seconds of the soak run against a real server process: aborted and malformed requests included,
+    nothing lost, every malformed request refused, memory sampled, the server exits cleanly."""
+    out = tmp_path / "soak.json"
+    stdout = ok(bench("soak.py", "--model", str(tiny_checkpoint), "--ws", "2", "--http", "2", "--duration", "4",
+                      "--abort", "0.3", "--malformed", "0.3", "--max-tokens", "4", "--think-ms", "20",
+                      "--sample-every", "1", "--warm-up", "1", "--json", str(out), timeout=600, cwd=tmp_path))
+    res = json.loads(out.read_text())
+    assert res["lost"] == 0 and res["malformed_accepted"] == 0 and res["answered"] > 0
+    assert res["malformed"] == res["malformed_refused"] > 0 and res["aborted"] > 0
+    assert len(res["memory"]) >= 3 and res["queue_depth_at_end"] == 0 and res["server_exit"] in (0, -15)
+    assert "RSS every sample" in stdout
 
 
 def test_load_ws_drives_loopback_servers_only(tmp_path: Path) -> None:

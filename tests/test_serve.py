@@ -327,7 +327,7 @@ def test_limits_in_flight_per_connection_and_queue_depth(engine: Engine) -> None
 
 # ---------------------------------------------------------------------------------------------------- HTTP
 def test_http_completion_shape_and_fim_alias(server: BackgroundServer, engine: Engine) -> None:
-    body = {"model": "anything", "prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "temperature": 0}
+    body = {"model": engine.name, "prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "temperature": 0}
     with httpx.Client(base_url=server.url, timeout=TIMEOUT) as c:
         a = c.post("/v1/completions", json=body)
         b = c.post("/v1/fim/completions", json=body)
@@ -793,7 +793,7 @@ def test_a_body_longer_than_its_headers_said_is_cut_off() -> None:
     let through): past the limit the request is answered 413 and the app never gets more than the limit."""
     import asyncio
 
-    from edit_engine.serve.app import BodyLimit
+    from edit_engine.serve.guard import Guard
 
     seen: list[int] = []
 
@@ -818,6 +818,6 @@ def test_a_body_longer_than_its_headers_said_is_cut_off() -> None:
         sent.append(m)
 
     scope = {"type": "http", "method": "POST", "path": "/v1/completions",
-             "headers": [(b"content-length", b"100")]}
-    asyncio.run(BodyLimit(app, limit=1000)(scope, receive, send))
+             "headers": [(b"content-length", b"100"), (b"host", b"127.0.0.1:8765")]}
+    asyncio.run(Guard(app, limit=1000)(scope, receive, send))
     assert sent[0]["status"] == 413 and max(seen) <= 1000

@@ -127,7 +127,10 @@ class Engine:
 
     @property
     def name(self) -> str:
-        return self.path.name if self.path else "edit-engine"
+        """The model's id (``/v1/models``): its folder's name; ``edit-engine`` for the packaged model."""
+        if self.path is None or self.path.resolve() == checkpoint.DEFAULT_DIR:
+            return "edit-engine"
+        return self.path.name
 
     @property
     def line_end(self) -> torch.Tensor:

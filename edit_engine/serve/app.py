@@ -1,5 +1,5 @@
 """``create_app(settings)``: the FastAPI app, its lifespan (load the model, start the scheduler), the one error
-handler, the request-size guard; and ``BackgroundServer``, which runs it under uvicorn in a thread (tests,
+handler, the guard in front of it (``guard.py``); and ``BackgroundServer``, which runs it under uvicorn in a thread (tests,
 scripts)."""
 
 from __future__ import annotations
@@ -16,86 +16,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine import Engine
 from .errors import ServeError
+from .guard import Guard, error_response, guarded_h11
 from .metrics import Metrics
 from .routes import protected, public
 from .serving import Service
 from .settings import Settings
-from .ws import authorized
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class BodyLimit:
-    """Guards every HTTP request before its body is read: with an API key, a request for any path but the public
-    ones (``PUBLIC_PATHS``) without the key is answered 401 at once; a POST must declare its length, and one
-    over ``limit`` bytes is answered 413. The bytes that do arrive are counted too, so a body that runs past
-    its limit (whatever its headers said) is cut off with a 413 instead of being buffered."""
-
-    def __init__(self, app: ASGIApp, limit: int, api_key: str | None = None) -> None:
-        self.app, self.limit, self.api_key = app, limit, api_key
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
-        err = self._refusal(scope, headers)
-        if err is not None:
-            await _error_response(err)(scope, receive, send)
-            return
-        received, started = 0, False
-
-        async def counted() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise _TooLarge
-            return message
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted, watched)
-        except _TooLarge:
-            if not started:
-                await _error_response(self._too_large(f"over {self.limit:,}"))(scope, receive, send)
-
-    def _refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> ServeError | None:
-        """The error that answers this request before its body is read, or None."""
-        if scope["path"] not in PUBLIC_PATHS and not authorized(
-                headers.get(b"authorization", b"").decode("latin-1") or None, self.api_key):
-            return ServeError("unauthorized", "missing or wrong API key (send 'Authorization: Bearer KEY')")
-        if scope["method"] not in ("POST", "PUT", "PATCH"):
-            return None
-        length = headers.get(b"content-length")
-        if length is None:
-            return ServeError("length_required", "send Content-Length (chunked bodies are not accepted)")
-        if not length.isdigit() or int(length) > self.limit:
-            return self._too_large(length.decode(errors="replace"))
-        return None
-
-    def _too_large(self, size: str) -> ServeError:
-        return ServeError("too_large", f"request body of {size} bytes exceeds the limit of {self.limit:,}",
-                          limit="max_request_bytes")
-
-
-PUBLIC_PATHS = frozenset({"/healthz"})  # answered without the API key
-
-
-def _error_response(e: ServeError) -> JSONResponse:
-    return JSONResponse(e.http_body(), status_code=e.http_status, headers=e.http_headers())
-
 
 log = logging.getLogger("edit_engine.serve")
 
@@ -126,7 +54,7 @@ def create_app(settings: Settings, engine: Engine | None = None,
 
     @app.exception_handler(ServeError)
     async def on_serve_error(request: Request, e: ServeError) -> JSONResponse:
-        return _error_response(e)
+        return error_response(e)
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, e: StarletteHTTPException) -> JSONResponse:
@@ -135,17 +63,35 @@ def create_app(settings: Settings, engine: Engine | None = None,
         if kind is None:
             err = ServeError("invalid_request", str(e.detail))
             return JSONResponse(err.http_body(), status_code=e.status_code, headers=e.headers)
-        return _error_response(ServeError(kind, f"{request.method} {request.url.path}: {e.detail}"))
+        return error_response(ServeError(kind, f"{request.method} {request.url.path}: {e.detail}"))
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, e: RequestValidationError) -> JSONResponse:
         parts = [f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()[:5]]
-        return _error_response(ServeError("invalid_params", "; ".join(parts) or "invalid request"))
+        return error_response(ServeError("invalid_params", "; ".join(parts) or "invalid request"))
 
     app.include_router(public)
     app.include_router(protected)
-    app.add_middleware(BodyLimit, limit=settings.max_request_bytes, api_key=settings.api_key)
+    app.openapi = _without_422(app.openapi)  # type: ignore[method-assign]
+    app.add_middleware(Guard, limit=settings.max_request_bytes, api_key=settings.api_key, bind_host=settings.host,
+                       allowed_hosts=settings.allowed_hosts, allowed_origins=settings.allowed_origins,
+                       max_connections=settings.max_connections, body_timeout_s=settings.body_timeout_s)
     return app
+
+
+def _without_422(openapi: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """FastAPI documents a 422 for every route with parameters; this server answers bad parameters with a 400
+    in the OpenAI error shape (``ErrorBody``), so the 422 and its schemas are taken out of ``/openapi.json``."""
+    def schema() -> dict[str, Any]:
+        spec = openapi()
+        for path in spec.get("paths", {}).values():
+            for op in path.values():
+                op.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            spec.get("components", {}).get("schemas", {}).pop(name, None)
+        return spec
+
+    return schema
 
 
 SHUTDOWN_GRACE_S = 10  # on SIGTERM, requests still open after this long are cut off and the server exits
@@ -153,12 +99,14 @@ SHUTDOWN_GRACE_S = 10  # on SIGTERM, requests still open after this long are cut
 
 def uvicorn_config(app: FastAPI, settings: Settings, **kw: Any) -> Any:
     """uvicorn settings: frames up to 4x the request limit reach the handler (and get a JSON-RPC error);
-    larger ones close the socket (1009) before they are buffered."""
+    larger ones close the socket (1009) before they are buffered; a request head must arrive within
+    ``header_timeout_s`` (``guard.GuardedH11``)."""
     import uvicorn
 
     return uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                           ws_max_size=4 * settings.max_request_bytes, lifespan="on",
-                          timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **kw)
+                          timeout_graceful_shutdown=SHUTDOWN_GRACE_S, http=guarded_h11(settings.header_timeout_s),
+                          **kw)
 
 
 class BackgroundServer:

@@ -21,6 +21,9 @@ KINDS: dict[str, tuple[int, int, str]] = {
     "length_required": (rpc.INVALID_REQUEST, 411, "invalid_request_error"),
     "not_found": (rpc.METHOD_NOT_FOUND, 404, "invalid_request_error"),  # an HTTP path the API does not have
     "method_not_allowed": (rpc.METHOD_NOT_FOUND, 405, "invalid_request_error"),
+    "model_not_found": (rpc.INVALID_PARAMS, 404, "invalid_request_error"),  # a ``model`` this server lacks
+    "forbidden": (rpc.INVALID_REQUEST, 403, "permission_error"),  # a Host or Origin a keyless server refuses
+    "timeout": (rpc.INVALID_REQUEST, 408, "invalid_request_error"),  # the body did not arrive in time
     "internal": (rpc.INTERNAL_ERROR, 500, "server_error"),
 }
 

@@ -14,13 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..sampler import SEED_MAX, SETTINGS
 
 _STRICT = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+INT32_MAX = 2**31 - 1  # LSP's integer; every integer field is bounded
 
 
 # ---------------------------------------------------------------------------------------------------- websocket
 class Position(BaseModel):
     model_config = _STRICT
-    line: int = Field(ge=0)
-    character: int = Field(ge=0)
+    line: int = Field(ge=0, le=INT32_MAX)
+    character: int = Field(ge=0, le=INT32_MAX)
 
 
 class Range(BaseModel):
@@ -37,12 +38,12 @@ class InfillParams(BaseModel):
     suffix: str | None = None
     text: str | None = None
     position: Position | None = None
-    offset: int | None = Field(default=None, ge=0)  # character offset into text (code points)
+    offset: int | None = Field(default=None, ge=0, le=INT32_MAX)  # character offset into text (code points)
     range: Range | None = None  # rewrite this range of text
     languageId: str = "python"
     uri: str | None = None
-    version: int | None = None
-    maxTokens: int | None = Field(default=None, ge=1)
+    version: int | None = Field(default=None, ge=-INT32_MAX - 1, le=INT32_MAX)
+    maxTokens: int | None = Field(default=None, ge=1, le=INT32_MAX)
     stream: bool = True
     positionEncoding: Literal["utf-16", "utf-8", "utf-32"] = "utf-16"
 
@@ -72,7 +73,7 @@ class CompletionRequest(BaseModel):
     model: str | None = None
     prompt: str | list[str] = ""
     suffix: str | None = None
-    max_tokens: int | None = Field(default=None, ge=SETTINGS["max_tokens"].lo)
+    max_tokens: int | None = Field(default=None, ge=SETTINGS["max_tokens"].lo, le=INT32_MAX)
     temperature: float | None = Field(default=None, ge=SETTINGS["temperature"].lo, le=SETTINGS["temperature"].hi)
     stream: bool = False
     diffusing: bool = False
@@ -107,3 +108,60 @@ def completion_chunk(cid: str, model: str, created: int, text: str, finish_reaso
 
 def models_body(name: str, created: int) -> dict[str, Any]:
     return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": "edit-engine"}]}
+
+
+# ---------------------------------------------------------------------------------------------------- OpenAPI
+# The bodies the routes build as dicts (``completion_body``, ``ServeError.http_body``), described for
+# ``/openapi.json``.
+class ErrorDetail(BaseModel):
+    message: str
+    type: str = Field(description="invalid_request_error, authentication_error, permission_error, server_error, "
+                                  "cancelled")
+    code: str = Field(description="the error's kind, or the limit that was hit (e.g. max_request_bytes)")
+    param: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    finish_reason: Literal["stop", "length"] | None
+    logprobs: None = None
+
+
+class CompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class CompletionBody(BaseModel):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: CompletionUsage | None = Field(default=None, description="absent from stream chunks")
+
+
+SSE_DESCRIPTION = ("With ``stream: true``: server-sent events, each ``data: {CompletionBody}`` (a chunk without "
+                   "usage); with ``diffusing: true`` each chunk's text is the whole span so far (replace), "
+                   "otherwise the newly committed text (append). An error mid-stream is a ``data: {ErrorBody}`` "
+                   "event. The stream ends with ``data: [DONE]``.")
+
+SSE_EVENT = {  # one server-sent event; its data is JSON (a CompletionBody chunk or an ErrorBody) or "[DONE]"
+    "type": "object", "required": ["data"],
+    "properties": {"data": {"type": "string", "contentMediaType": "application/json"}, "event": {"type": "string"}},
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses, each with the ``ErrorBody`` schema."""
+    words = {400: "bad request", 401: "missing or wrong API key", 403: "Host or Origin refused (no API key set)",
+             404: "no such model or path", 408: "the body did not arrive in time", 411: "Content-Length missing",
+             413: "request, document or max_tokens over a limit", 500: "the request failed",
+             503: "overloaded: retry after Retry-After seconds"}
+    return {s: {"model": ErrorBody, "description": words[s]} for s in statuses}

@@ -6,6 +6,7 @@ become responses in ``app.py``'s one handler.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -17,7 +18,16 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from .batching import Cancelled, Job
 from .errors import ServeError
-from .protocol import CompletionRequest, completion_body, completion_chunk, models_body
+from .protocol import (
+    SSE_DESCRIPTION,
+    SSE_EVENT,
+    CompletionBody,
+    CompletionRequest,
+    completion_body,
+    completion_chunk,
+    error_responses,
+    models_body,
+)
 from .serving import Service
 from .ws import authorized, websocket_endpoint
 
@@ -36,7 +46,12 @@ def require_key(request: Request) -> None:
 
 
 public = APIRouter()
-protected = APIRouter(dependencies=[Depends(require_key)])
+protected = APIRouter(dependencies=[Depends(require_key)], responses=error_responses(401, 403, 408, 503))
+COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": CompletionBody, "description": "the completion (JSON), or its stream",
+          "content": {"text/event-stream": {"schema": SSE_EVENT, "description": SSE_DESCRIPTION}}},
+    **error_responses(400, 404, 411, 413, 500),
+}
 
 
 @public.get("/healthz")
@@ -45,7 +60,8 @@ async def healthz(service: Service = Depends(get_service)) -> dict[str, Any]:
             "queueDepth": service.scheduler.queue_depth}
 
 
-@protected.get("/metrics")
+@protected.get("/metrics", response_class=PlainTextResponse, responses={200: {
+    "description": "Prometheus text exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}})
 async def metrics(service: Service = Depends(get_service)) -> Response:
     return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
 
@@ -55,9 +71,13 @@ async def models(service: Service = Depends(get_service)) -> dict[str, Any]:
     return models_body(service.model_name, STARTED)
 
 
-@protected.post("/v1/completions")
-@protected.post("/v1/fim/completions")
+@protected.post("/v1/completions", response_model=None, responses=COMPLETION_RESPONSES)
+@protected.post("/v1/fim/completions", response_model=None, responses=COMPLETION_RESPONSES)
 async def completions(body: CompletionRequest, service: Service = Depends(get_service)) -> Response:
+    """Fill-in-the-middle: ``prompt`` is the text before the cursor, ``suffix`` the text after it."""
+    if body.model and body.model != service.model_name:
+        raise ServeError("model_not_found", f"the model {body.model!r} does not exist here (GET /v1/models lists "
+                         f"{service.model_name!r})")
     spec = service.plan_completion(body, stable=body.stream and not body.diffusing)
     try:
         job = await service.start(spec)
@@ -84,8 +104,9 @@ async def completions(body: CompletionRequest, service: Service = Depends(get_se
             job.cancel("disconnect")
     assert last is not None
     service.metrics.requests.inc(route="http", outcome="ok")
-    return JSONResponse(completion_body(cid, model, last.text, last.stop_reason,
-                                        service.count_tokens(spec.prefix) + service.count_tokens(spec.suffix),
+    prompt_tokens = await asyncio.to_thread(lambda: service.count_tokens(spec.prefix) +
+                                            service.count_tokens(spec.suffix))  # a large prompt: off the loop
+    return JSONResponse(completion_body(cid, model, last.text, last.stop_reason, prompt_tokens,
                                         service.count_tokens(last.text)))
 
 

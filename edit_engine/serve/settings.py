@@ -47,14 +47,27 @@ class Settings:
     max_document_chars: int = field(default=500_000, metadata=_help("largest document (prefix + suffix, or text)"))
     max_tokens: int = field(default=256, metadata=_help("largest maxTokens a request may ask for"))
     max_inflight_per_connection: int = field(default=8, metadata=_help("requests in flight on one websocket"))
+    max_connections: int = field(default=256, metadata=_help(
+        "HTTP requests and websockets open at once; beyond it: 503 with Retry-After"))
+    header_timeout_s: float = field(default=10.0, metadata=_help(
+        "seconds a client has to send a request's head (slow clients are disconnected)"))
+    body_timeout_s: float = field(default=30.0, metadata=_help("seconds a client has to send a request's body"))
+    allowed_hosts: str = field(default="", metadata=_help(
+        "without --api-key, Host names accepted besides localhost and the bound address (comma-separated; '*' "
+        "= any): guards against DNS rebinding"))
+    allowed_origins: str = field(default="", metadata=_help(
+        "without --api-key, browser origins (e.g. http://localhost:3000) that may call the server besides its "
+        "own pages (comma-separated)"))
     retry_after_s: int = field(default=1, metadata=_help("Retry-After seconds sent with overload answers"))
     log_level: str = field(default="info", metadata=_help("uvicorn log level"))
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "document_workers", "max_queue", "max_request_bytes", "max_document_chars", "max_tokens",
-                     "max_inflight_per_connection"):
+                     "max_inflight_per_connection", "max_connections"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if not (self.header_timeout_s > 0 and self.body_timeout_s > 0):
+            raise ValueError("header_timeout_s and body_timeout_s must be > 0")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is outside 0..65535")
         if self.dtype:

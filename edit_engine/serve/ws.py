@@ -9,6 +9,7 @@ with -32800 while the socket is open). A bad frame gets a JSON-RPC error and the
 from __future__ import annotations
 
 import asyncio
+import base64
 import hmac
 import json
 import time
@@ -120,6 +121,9 @@ class Connection:
         except (ValueError, UnicodeDecodeError) as e:
             await self.send(rpc_error_message(None, ServeError("parse", f"not valid JSON: {e}")))
             return
+        except RecursionError:
+            await self.send(rpc_error_message(None, ServeError("parse", "JSON nested too deeply")))
+            return
         if isinstance(data, list):
             await self.send(rpc_error_message(None, ServeError("invalid_request", "batch requests are not supported")))
             return
@@ -167,7 +171,9 @@ class Connection:
                 p = InfillParams.model_validate(params)
             except ValidationError as e:
                 raise ServeError("invalid_params", _validation_message(e)) from e
-            planned = self.service.plan_infill(p)
+            # Planning converts positions over the whole document: off the event loop for a large one.
+            planned = await asyncio.to_thread(self.service.plan_infill, p) if p.text is not None and \
+                len(p.text) > OFF_LOOP_CHARS else self.service.plan_infill(p)
         except ServeError as e:
             self._count(e)
             await self.send(rpc_error_message(rid, e))
@@ -228,9 +234,32 @@ class Connection:
                 r.job.cancel(r.cancel_reason or "aborted")
 
 
+SUBPROTOCOL = "edit-engine"
+KEY_PREFIX = "bearer."  # a subprotocol carrying the key: "bearer." + base64url(key), unpadded
+OFF_LOOP_CHARS = 100_000  # document requests larger than this are planned in a worker thread
+
+
+def subprotocol_key(offered: list[str]) -> str | None:
+    """The API key a browser sends in its subprotocol list (browsers cannot set an Authorization header on a
+    websocket): ``new WebSocket(url, ["edit-engine", "bearer." + base64url(key)])``."""
+    for p in offered:
+        if p.startswith(KEY_PREFIX):
+            raw = p[len(KEY_PREFIX) :]
+            try:
+                return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                return None
+    return None
+
+
 async def websocket_endpoint(ws: WebSocket, service: Service) -> None:
-    if not authorized(ws.headers.get("authorization"), service.settings.api_key):
+    """The key comes in the ``Authorization`` header or, from a browser, in the subprotocol list; without it the
+    handshake is refused (an HTTP 403) and nothing is read."""
+    offered = list(ws.scope.get("subprotocols") or [])
+    key = subprotocol_key(offered)
+    header = ws.headers.get("authorization") or (f"Bearer {key}" if key is not None else None)
+    if not authorized(header, service.settings.api_key):
         await ws.close(code=1008, reason="missing or wrong API key")  # before accept: an HTTP 403
         return
-    await ws.accept()
+    await ws.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered or key is not None else None)
     await Connection(ws, service).run()

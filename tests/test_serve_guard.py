@@ -1,0 +1,230 @@
+"""What a real ``edit-engine serve`` (uvicorn on a loopback port) does with clients that are careless, slow or
+hostile: foreign Host and Origin headers, slow heads and bodies, too many connections, unknown models, deeply
+nested JSON, large documents beside small requests; and what it documents in ``/openapi.json``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from edit_engine import protocol as rpc
+from edit_engine.engine import Engine
+from edit_engine.model import DiffusionLM
+from edit_engine.serve.app import BackgroundServer, create_app
+from edit_engine.serve.settings import Settings
+from edit_engine.tokenizer import Tokenizer
+
+TIMEOUT = 30.0
+GOOD = {"prompt": "def add(a, b):\n    return ", "suffix": "\n", "max_tokens": 4}
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> Engine:
+    return Engine(tiny_model, tiny_tokenizer)
+
+
+@contextmanager
+def serving(engine: Engine, **kw: Any) -> Iterator[BackgroundServer]:
+    settings = Settings(port=0, log_level="warning", **kw)
+    with BackgroundServer(create_app(settings, engine=engine), settings) as server:
+        yield server
+
+
+def _infill(rid: int, **params: Any) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": rpc.INFILL, "params": params})
+
+
+def _answer(ws: Any, rid: int) -> dict[str, Any]:
+    while True:
+        m = json.loads(ws.recv(timeout=TIMEOUT))
+        if m.get("id") == rid:
+            return m  # type: ignore[no-any-return]
+
+
+def _b64(key: str) -> str:
+    return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+# ---------------------------------------------------------------------------------------------------- Host, Origin
+def test_a_keyless_server_refuses_foreign_hosts_and_origins(engine: Engine) -> None:
+    """DNS rebinding: a page on evil.example re-points its name at 127.0.0.1 and calls the server with
+    ``Host: evil.example``: refused with 403 in the error shape. localhost, the bound address and an allowed
+    name pass; a websocket from a foreign Origin is refused at the handshake, one from the server's own page or
+    an allowed origin is served."""
+    with serving(engine, allowed_hosts="dev.box", allowed_origins="http://localhost:3000") as srv:
+        port = srv.port
+        with httpx.Client(base_url=srv.url, timeout=TIMEOUT) as c:
+            foreign = c.post("/v1/completions", json=GOOD, headers={"Host": f"evil.example:{port}"})
+            assert foreign.status_code == 403
+            assert foreign.json()["error"]["type"] == "permission_error" and "Host" in foreign.json()["error"]["message"]
+            for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"dev.box:{port}"):
+                assert c.get("/healthz", headers={"Host": host}).status_code == 200, host
+            cross = c.post("/v1/completions", json=GOOD, headers={"Origin": "http://evil.example"})
+            assert cross.status_code == 403 and "Origin" in cross.json()["error"]["message"]
+        with pytest.raises(InvalidStatus) as refused:
+            connect(srv.ws_url, origin="http://evil.example", open_timeout=TIMEOUT)  # type: ignore[arg-type]
+        assert refused.value.response.status_code == 403
+        for origin in (f"http://127.0.0.1:{port}", "http://localhost:3000"):
+            with connect(srv.ws_url, origin=origin, open_timeout=TIMEOUT) as ws:  # type: ignore[arg-type]
+                ws.send(_infill(1, prefix="x = ", suffix="\n", maxTokens=2))
+                assert "result" in _answer(ws, 1), origin
+
+
+def test_with_a_key_the_host_is_not_checked_and_a_browser_sends_the_key_as_a_subprotocol(engine: Engine) -> None:
+    """With an API key the key protects the server (a proxy's Host passes). A browser cannot set a websocket's
+    Authorization header: it offers ``bearer.<base64url key>`` as a subprotocol and the server answers with
+    ``edit-engine``; a wrong key is refused at the handshake."""
+    with serving(engine, api_key="s3cret") as srv:
+        r = httpx.get(srv.url + "/v1/models", headers={"Host": "proxy.example", "Authorization": "Bearer s3cret"},
+                      timeout=TIMEOUT)
+        assert r.status_code == 200
+        with connect(srv.ws_url, subprotocols=["edit-engine", "bearer." + _b64("s3cret")],  # type: ignore[list-item]
+                     open_timeout=TIMEOUT) as ws:
+            assert ws.subprotocol == "edit-engine"
+            ws.send(_infill(1, prefix="x = ", suffix="\n", maxTokens=2))
+            assert "result" in _answer(ws, 1)
+        with pytest.raises(InvalidStatus) as refused:
+            connect(srv.ws_url, subprotocols=["edit-engine", "bearer." + _b64("wrong")],  # type: ignore[list-item]
+                    open_timeout=TIMEOUT)
+        assert refused.value.response.status_code == 403
+
+
+# ---------------------------------------------------------------------------------------------------- slow clients
+def _read_until_closed(s: socket.socket) -> bytes:
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def test_a_client_that_never_finishes_its_head_is_disconnected(engine: Engine) -> None:
+    """Slowloris: a request head that never completes holds the socket only until the header deadline."""
+    with serving(engine, header_timeout_s=0.5) as srv:
+        with socket.create_connection((srv.host, srv.port), timeout=TIMEOUT) as s:
+            t0 = time.monotonic()
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            assert _read_until_closed(s) == b""  # closed by the server (a hang would raise TimeoutError)
+            assert time.monotonic() - t0 < TIMEOUT
+        # a keep-alive connection is held to the same deadline for its next head
+        with socket.create_connection((srv.host, srv.port), timeout=TIMEOUT) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert s.recv(65536).startswith(b"HTTP/1.1 200")
+            s.sendall(b"GET /healthz HTTP/1.1\r\n")
+            assert _read_until_closed(s) == b""
+
+
+def test_a_body_that_trickles_is_answered_408(engine: Engine) -> None:
+    with serving(engine, body_timeout_s=0.5) as srv:
+        with socket.create_connection((srv.host, srv.port), timeout=TIMEOUT) as s:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n{\"prompt\": ")
+            answer = _read_until_closed(s)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "body_timeout_s"
+
+
+def test_connections_beyond_the_limit_get_503_and_the_limit_frees_up(engine: Engine) -> None:
+    with serving(engine, max_connections=2) as srv:
+        with connect(srv.ws_url, open_timeout=TIMEOUT), connect(srv.ws_url, open_timeout=TIMEOUT):
+            full = httpx.post(srv.url + "/v1/completions", json=GOOD, timeout=TIMEOUT)
+            assert full.status_code == 503 and full.headers["Retry-After"] == "1"
+            assert full.json()["error"]["code"] == "max_connections"
+            with pytest.raises(InvalidStatus):
+                connect(srv.ws_url, open_timeout=TIMEOUT)
+        r = None
+        for _ in range(200):  # the server notices the closed sockets a moment after the client does
+            r = httpx.post(srv.url + "/v1/completions", json=GOOD, timeout=TIMEOUT)
+            if r.status_code != 503:
+                break
+            threading.Event().wait(0.02)
+        assert r is not None and r.status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------------- contract
+def test_an_unknown_model_is_404_like_openai(engine: Engine) -> None:
+    with serving(engine) as srv, httpx.Client(base_url=srv.url, timeout=TIMEOUT) as c:
+        listed = c.get("/v1/models").json()["data"][0]["id"]
+        missing = c.post("/v1/completions", json={**GOOD, "model": "gpt-4o"})
+        named = c.post("/v1/completions", json={**GOOD, "model": listed})
+        omitted = c.post("/v1/fim/completions", json=GOOD)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
+    assert listed in missing.json()["error"]["message"]
+    assert named.status_code == 200 and omitted.status_code == 200
+
+
+def test_json_nested_too_deep_on_the_websocket_is_a_parse_error(engine: Engine) -> None:
+    """100k nested arrays used to raise RecursionError and drop the socket without a close frame."""
+    with serving(engine) as srv, connect(srv.ws_url, max_size=None, open_timeout=TIMEOUT) as ws:
+        ws.send("[" * 100_000 + "]" * 100_000)
+        err = json.loads(ws.recv(timeout=TIMEOUT))
+        assert err["error"]["code"] == rpc.PARSE_ERROR and err["id"] is None
+        ws.send(_infill(2, prefix="x = ", suffix="\n", maxTokens=2))
+        assert "result" in _answer(ws, 2)
+        deep_http = httpx.post(srv.url + "/v1/completions", content="[" * 100_000 + "]" * 100_000,
+                               headers={"Content-Type": "application/json"}, timeout=TIMEOUT)
+        assert deep_http.status_code == 400 and "error" in deep_http.json()
+
+
+def test_openapi_documents_errors_and_the_event_stream(engine: Engine) -> None:
+    with serving(engine) as srv:
+        spec = httpx.get(srv.url + "/openapi.json", timeout=TIMEOUT).json()
+    op = spec["paths"]["/v1/completions"]["post"]
+    for status in ("400", "401", "403", "404", "408", "411", "413", "500", "503"):
+        schema = op["responses"][status]["content"]["application/json"]["schema"]
+        assert schema["$ref"].endswith("/ErrorBody"), status
+    ok = op["responses"]["200"]["content"]
+    assert ok["application/json"]["schema"]["$ref"].endswith("/CompletionBody")
+    assert "[DONE]" in ok["text/event-stream"]["description"]
+    assert "ErrorDetail" in spec["components"]["schemas"]
+
+
+# ---------------------------------------------------------------------------------------------------- large documents
+@pytest.mark.slow
+def test_large_documents_do_not_stall_the_event_loop(packaged_engine: Engine) -> None:
+    """Three 480 k-character document requests and three 480 k-character prompts at once: /healthz keeps being
+    answered. Parsing, tokenizing and Python's compile check used to hold the interpreter lock (or the event
+    loop) for a second or more each; now a large source is parsed in chunks with the lock released between them,
+    long texts are tokenized with it released, the compile check looks only around the fill, and planning and
+    token counting run off the loop."""
+    big = "x = 1\n" * 80_000
+    with serving(packaged_engine) as srv, httpx.Client(base_url=srv.url, timeout=120) as c:
+        def ping() -> float:
+            t0 = time.perf_counter()
+            assert c.get("/healthz").status_code == 200
+            return time.perf_counter() - t0
+
+        alone = statistics.median(ping() for _ in range(20))
+
+        def document(i: int) -> None:
+            with connect(srv.ws_url, max_size=None, open_timeout=TIMEOUT) as ws:
+                ws.send(_infill(i, text=big, offset=len(big) // 2, maxTokens=8, uri=f"file:///big{i}.py"))
+                assert "result" in _answer(ws, i)
+
+        def prompt(i: int) -> None:
+            r = httpx.post(srv.url + "/v1/completions", json={"prompt": big, "suffix": "\n", "max_tokens": 8},
+                           timeout=120)
+            assert r.status_code == 200
+
+        threads = [threading.Thread(target=f, args=(i,)) for i in range(3) for f in (document, prompt)]
+        for t in threads:
+            t.start()
+        worst = 0.0
+        while any(t.is_alive() for t in threads):
+            worst = max(worst, ping())
+        for t in threads:
+            t.join()
+    assert worst < 0.6, f"/healthz took {worst * 1e3:.0f} ms under load ({alone * 1e3:.1f} ms alone)"
