@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..engine import Engine
+from . import playground
 from .errors import ServeError
 from .guard import Guard, error_response, guarded_h11
 from .metrics import Metrics
@@ -72,6 +73,7 @@ def create_app(settings: Settings, engine: Engine | None = None,
 
     app.include_router(public)
     app.include_router(protected)
+    app.include_router(playground.router)
     app.openapi = _without_422(app.openapi)  # type: ignore[method-assign]
     app.add_middleware(Guard, limit=settings.max_request_bytes, api_key=settings.api_key, bind_host=settings.host,
                        allowed_hosts=settings.allowed_hosts, allowed_origins=settings.allowed_origins,

@@ -8,8 +8,8 @@ protocol with a deadline for the request head).
    a loopback address, the bound address, or ``--allowed-hosts``): a page on another site that re-points its
    own name at 127.0.0.1 (DNS rebinding) sends its own name and is refused. A browser's ``Origin``, when sent,
    must be this server's own (the playground) or one of ``--allowed-origins``.
-2. **The API key**, when one is set, on every path but the public ones (``PUBLIC_PATHS``, the playground page
-   and its assets; the websocket checks its key itself, as browsers cannot send the header there).
+2. **The API key**, when one is set, on every path but the public ones (``PUBLIC_PATHS``: ``/healthz``, the
+   playground page and its assets; the websocket checks its key itself, as browsers cannot send the header there).
 3. **Connections**: at most ``max_connections`` HTTP requests and websockets at once; beyond that a 503 with
    ``Retry-After``.
 4. **The body**: a POST must declare its length and stay within ``limit`` bytes; the bytes that arrive are
@@ -34,11 +34,11 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from . import playground
 from .errors import ServeError
 from .ws import authorized
 
-PUBLIC_PATHS = frozenset({"/healthz", "/"})  # answered without the API key
-PUBLIC_PREFIXES = ("/playground/",)  # the playground's assets
+PUBLIC_PATHS = frozenset({"/healthz"}) | playground.PUBLIC_PATHS  # answered without the API key
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -47,7 +47,7 @@ def error_response(e: ServeError) -> JSONResponse:
 
 
 def is_public(path: str) -> bool:
-    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+    return path in PUBLIC_PATHS
 
 
 def _host_name(value: str) -> str:
