@@ -7,11 +7,12 @@ JSON-RPC method names, error codes and the pass / response shapes shared with th
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..sampler import SEED_MAX, SETTINGS
+from .fim import MAX_STOP, MAX_STOP_CHARS, split_fim
 
 _STRICT = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
 INT32_MAX = 2**31 - 1  # LSP's integer; every integer field is bounded
@@ -66,6 +67,9 @@ class CancelParams(BaseModel):
 
 
 # ---------------------------------------------------------------------------------------------------- HTTP
+_StopString = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
+
+
 class CompletionRequest(BaseModel):
     """OpenAI ``/v1/completions`` with a suffix (fill-in-the-middle) and ``diffusing`` (Inception)."""
 
@@ -79,6 +83,8 @@ class CompletionRequest(BaseModel):
     diffusing: bool = False
     seed: int | None = Field(default=None, ge=0, le=SEED_MAX)
     n: int = Field(default=1, ge=1, le=1)
+    stop: _StopString | Annotated[list[_StopString], Field(max_length=MAX_STOP)] | None = Field(
+        default=None, description="the text ends before the first of these strings")
 
     def prompt_text(self) -> str:
         if isinstance(self.prompt, str):
@@ -86,6 +92,19 @@ class CompletionRequest(BaseModel):
         if len(self.prompt) != 1:
             raise ValueError("prompt must be a string or a list of exactly one string")
         return self.prompt[0]
+
+    def prefix_suffix(self) -> tuple[str, str]:
+        """The text before and after the cursor: ``prompt`` and ``suffix``, or, without ``suffix``, the two
+        parts of a prompt written in a FIM template (``fim.split_fim``)."""
+        prompt = self.prompt_text()
+        if self.suffix is None:
+            parts = split_fim(prompt)
+            if parts is not None:
+                return parts
+        return prompt, self.suffix or ""
+
+    def stop_strings(self) -> list[str]:
+        return [] if self.stop is None else [self.stop] if isinstance(self.stop, str) else self.stop
 
 
 FINISH = {"complete": "stop", "length": "length", "cancelled": "stop"}

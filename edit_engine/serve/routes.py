@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from .batching import Cancelled, Job
 from .errors import ServeError
+from .fim import cut_at_stop
 from .protocol import (
     SSE_DESCRIPTION,
     SSE_EVENT,
@@ -74,7 +75,8 @@ async def models(service: Service = Depends(get_service)) -> dict[str, Any]:
 @protected.post("/v1/completions", response_model=None, responses=COMPLETION_RESPONSES)
 @protected.post("/v1/fim/completions", response_model=None, responses=COMPLETION_RESPONSES)
 async def completions(body: CompletionRequest, service: Service = Depends(get_service)) -> Response:
-    """Fill-in-the-middle: ``prompt`` is the text before the cursor, ``suffix`` the text after it."""
+    """Fill-in-the-middle: ``prompt`` is the text before the cursor, ``suffix`` the text after it (or, without
+    ``suffix``, a prompt in a common FIM template, as editors written for other models send)."""
     if body.model and body.model != service.model_name:
         raise ServeError("model_not_found", f"the model {body.model!r} does not exist here (GET /v1/models lists "
                          f"{service.model_name!r})")
@@ -87,7 +89,8 @@ async def completions(body: CompletionRequest, service: Service = Depends(get_se
     cid = "cmpl-" + uuid.uuid4().hex[:24]
     model = service.model_name
     if body.stream:
-        return StreamingResponse(_sse(service, job, cid, model, body.diffusing), media_type="text/event-stream",
+        return StreamingResponse(_sse(service, job, cid, model, body.diffusing, body.stop_strings()),
+                                 media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
     try:
         last = None
@@ -106,27 +109,30 @@ async def completions(body: CompletionRequest, service: Service = Depends(get_se
     service.metrics.requests.inc(route="http", outcome="ok")
     prompt_tokens = await asyncio.to_thread(lambda: service.count_tokens(spec.prefix) +
                                             service.count_tokens(spec.suffix))  # a large prompt: off the loop
-    return JSONResponse(completion_body(cid, model, last.text, last.stop_reason, prompt_tokens,
-                                        service.count_tokens(last.text)))
+    text, stopped = cut_at_stop(last.text, body.stop_strings())
+    return JSONResponse(completion_body(cid, model, text, "complete" if stopped else last.stop_reason,
+                                        prompt_tokens, service.count_tokens(text)))
 
 
-async def _sse(service: Service, job: Job, cid: str, model: str, diffusing: bool) -> AsyncIterator[str]:
+async def _sse(service: Service, job: Job, cid: str, model: str, diffusing: bool,
+               stop: list[str]) -> AsyncIterator[str]:
     """``data: {...}`` chunks, then ``data: [DONE]``. Diffusing: each chunk is the whole span (replace);
-    otherwise appended deltas of the committed leading text. A client that goes away cancels the job."""
+    otherwise appended deltas of the committed leading text. Text from a ``stop`` string on is never sent. A
+    client that goes away cancels the job."""
     created = int(time.time())
     sent = ""
     finished = False
     try:
         async for p in job.passes():
+            text, stopped = cut_at_stop(p.text if diffusing or p.final else (p.stable or ""), stop)
+            reason = ("stop" if stopped else _finish(p.stop_reason)) if p.final else None
             if diffusing:
-                yield _data(completion_chunk(cid, model, created, p.text, _finish(p.stop_reason) if p.final else None))
+                yield _data(completion_chunk(cid, model, created, text, reason))
             else:
-                target = p.text if p.final else (p.stable or "")
-                delta = target[len(sent) :] if target.startswith(sent) else ""
+                delta = text[len(sent) :] if text.startswith(sent) else ""
                 if delta or p.final:
                     sent += delta
-                    yield _data(completion_chunk(cid, model, created, delta,
-                                                 _finish(p.stop_reason) if p.final else None))
+                    yield _data(completion_chunk(cid, model, created, delta, reason))
             finished = p.final
         service.metrics.requests.inc(route="http", outcome="ok")
     except Cancelled as c:

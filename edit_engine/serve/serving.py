@@ -150,12 +150,11 @@ class Service:
         return Planned(None, run, range_of)
 
     def plan_completion(self, r: CompletionRequest, stable: bool) -> JobSpec:
-        """An OpenAI completion request (prompt = prefix, suffix) to a job."""
+        """An OpenAI completion request (prompt = prefix, suffix; or a prompt in a FIM template) to a job."""
         try:
-            prompt = r.prompt_text()
+            prompt, suffix = r.prefix_suffix()
         except ValueError as e:
             raise ServeError("invalid_params", str(e)) from e
-        suffix = r.suffix or ""
         self._check_document(len(prompt) + len(suffix))
         self._check_max_tokens(r.max_tokens)
         overrides: dict[str, Any] = {}
