@@ -23,6 +23,7 @@ scenario types a line of code one character at a time into a document and fills 
 through ``Engine.complete`` with the per-document context cache, and again with it off.
 
 A table goes to stdout; with ``--json`` one JSON object is the last line of stdout. Progress goes to stderr.
+``--plot DIR`` also draws the rows and the keystroke scenario as PNG files (``plots.bench_plots``).
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="torch.compile the diffusion model's per-pass step first (Engine.compile): the fast rows "
                         "and the keystroke scenario use it; naive, nocache and ar do not")
     p.add_argument("--seed", type=int, default=0, help="picks the input files and cuts")
+    p.add_argument("--plot", metavar="DIR",
+                   help="also write PNG plots to DIR: bench_latency.png, bench_passes.png (needs matplotlib)")
     # Hidden: sizes for the tests.
     p.add_argument("--spans", type=_ints, help=argparse.SUPPRESS)
     p.add_argument("--contexts", type=_ints, help=argparse.SUPPRESS)
@@ -125,6 +128,8 @@ def _bench(a: argparse.Namespace) -> int:
     from .checkpoint import CheckpointError
     from .engine import Engine
 
+    if a.plot:
+        _require_plots()
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
@@ -158,7 +163,21 @@ def _bench(a: argparse.Namespace) -> int:
     print(table(result))
     if a.json:
         print(json.dumps(result))
+    if a.plot:
+        from .plots import bench_plots
+
+        print("plots: " + ", ".join(map(str, bench_plots(result, a.plot))), file=sys.stderr)
     return 0
+
+
+def _require_plots() -> None:
+    """``--plot``: a one-line error now, before the run, when matplotlib is missing."""
+    from .plots import PlotError, require
+
+    try:
+        require()
+    except PlotError as e:
+        raise UserError(str(e)) from e
 
 
 def _command_line(a: argparse.Namespace) -> str:

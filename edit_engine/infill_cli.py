@@ -1,13 +1,28 @@
-"""``edit-engine infill FILE --line L --col C``: fill at a cursor (or rewrite a selection) and print the fill."""
+"""``edit-engine infill FILE --line L --col C``: fill at a cursor (or rewrite a selection) and print the fill.
+
+``--stream`` on a terminal redraws the span in place (rich) as the passes sharpen it: committed text, then one
+dim placeholder per slot still undecided, under a line with the pass, the forward passes and the time so far.
+Piped, it prints every pass as plain lines (``--- pass N (M masked)`` then the text), with no escape codes.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cli_args import SAMPLER_FLAGS, UserError, add_dtype_arg, add_sampler_args, sampler_overrides
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+    from .engine import Pass
+
+PLACEHOLDER = "\u2591"  # light shade: one per undecided slot
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -62,12 +77,7 @@ def run(a: argparse.Namespace) -> int:
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
               repair=not a.no_repair, **overrides)
     if a.stream and not a.json:
-        result = None
-        for p in engine.stream_complete(text, offset, **kw):  # type: ignore[arg-type]
-            tag = "final" if p.final else f"{p.masked} masked"
-            print(f"--- pass {p.index} ({tag})\n{p.text}", flush=True)
-            result = p
-        assert result is not None
+        show_stream(engine.stream_complete(text, offset, **kw), text)  # type: ignore[arg-type]
         return 0
     r = engine.complete(text, offset, **kw)  # type: ignore[arg-type]
     if a.json:
@@ -75,3 +85,44 @@ def run(a: argparse.Namespace) -> int:
     else:
         sys.stdout.write(r.text + ("" if r.text.endswith("\n") else "\n"))
     return 0
+
+
+def show_stream(passes: Iterable[Pass], document: str, console: Console | None = None) -> Pass | None:
+    """Show a stream of passes: redrawn in place on a terminal, plain lines otherwise. Returns the last pass."""
+    from rich.console import Console
+
+    console = console or Console(highlight=False)
+    if not console.is_terminal:
+        last = None
+        for p in passes:
+            tag = "final" if p.final else f"{p.masked} masked"
+            console.file.write(f"--- pass {p.index} ({tag})\n{p.text}\n")
+            console.file.flush()
+            last = p
+        return last
+    from rich.live import Live
+
+    t0, last = time.perf_counter(), None
+    with Live(console=console, auto_refresh=False) as live:
+        for p in passes:
+            live.update(render_pass(p, document, (time.perf_counter() - t0) * 1e3), refresh=True)
+            last = p
+    return last
+
+
+def render_pass(p: Pass, document: str, ms: float) -> RenderableType:
+    """One pass as the terminal shows it: a status line, then the span between the dim text around it on its
+    lines. ``Pass`` counts the undecided slots but does not place them, so the placeholders follow the
+    committed text."""
+    from rich.console import Group
+    from rich.text import Text
+
+    state = f"final ({p.stop_reason})" if p.final and p.stop_reason else "final" if p.final else f"{p.masked} masked"
+    passes = f"{p.nfe} forward pass" + ("" if p.nfe == 1 else "es")
+    head = Text.assemble((f"pass {p.index}", "bold"), f"  {state}  ", (f"{passes}  {ms:.1f} ms", "cyan"))
+    line_start = document.rfind("\n", 0, p.start) + 1
+    line_end = document.find("\n", p.end)
+    body = Text.assemble((document[line_start : p.start], "dim"), (p.text, "bold green" if p.final else ""),
+                         (PLACEHOLDER * p.masked, "dim"),
+                         (document[p.end : len(document) if line_end < 0 else line_end], "dim"))
+    return Group(head, body)

@@ -6,6 +6,7 @@
     edit-engine eval --context-gap --limit 64
 
 A progress bar goes to stderr; stdout gets a table, or with ``--json`` one JSON object on its last line.
+``--plot DIR`` also draws the score and the fill times by hole kind as PNG files (``plots.eval_plots``).
 Heavy imports (torch, the engine) happen inside the handler.
 """
 
@@ -22,7 +23,7 @@ from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
 
 if TYPE_CHECKING:
     from .benchmarks import Task
-    from .harness import Filler, Report
+    from .harness import Filler, Report, TaskResult
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -60,15 +61,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--out", help="write per-task results here (JSON lines)")
     p.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--plot", metavar="DIR",
+                   help="also write PNG plots to DIR: eval_score.png, eval_latency.png (needs matplotlib)")
 
 
 def _eval(a: argparse.Namespace) -> int:
     if a.limit is not None and a.limit < 1:
         raise UserError("--limit must be >= 1")
     if a.context_gap:
-        if a.document or a.no_repair:
-            raise UserError("--document and --no-repair fill benchmark tasks; they do not go with --context-gap")
+        if a.document or a.no_repair or a.plot:
+            raise UserError("--document, --no-repair and --plot fill or draw benchmark tasks; they do not go with "
+                            "--context-gap")
         return _context_gap(a)
+    if a.plot:
+        _require_plots()
     from .benchmarks import BenchmarkError, load
 
     _check_fill_args(a)
@@ -77,7 +83,7 @@ def _eval(a: argparse.Namespace) -> int:
     except BenchmarkError as e:
         raise UserError(str(e)) from e
     filling = _filling(a)
-    report = _score(a, tasks, filling)
+    report, results = _score(a, tasks, filling)
     if a.threshold is not None:
         report.extra["threshold"] = a.threshold
     if filling.sampler is not None:
@@ -88,7 +94,28 @@ def _eval(a: argparse.Namespace) -> int:
         print(json.dumps(report.to_json()))
     else:
         print(report.table())
+    if a.plot:
+        _plot(a.plot, report, tasks, results)
     return 0
+
+
+def _require_plots() -> None:
+    """``--plot``: a one-line error now, before the run, when matplotlib is missing."""
+    from ..plots import PlotError, require
+
+    try:
+        require()
+    except PlotError as e:
+        raise UserError(str(e)) from e
+
+
+def _plot(out_dir: str, report: Report, tasks: list[Task], results: list[TaskResult]) -> None:
+    from ..plots import eval_plots, hole_kind
+
+    records = [{"benchmark": report.benchmark, "kind": hole_kind(t.canonical), "passed": r.passed,
+                "elapsed_ms": r.elapsed_ms} for t, r in zip(tasks, results, strict=True)]
+    paths = eval_plots(report.to_json(), records, out_dir)
+    print("plots: " + ", ".join(map(str, paths)), file=sys.stderr)
 
 
 def _check_fill_args(a: argparse.Namespace) -> None:
@@ -142,10 +169,10 @@ def _filling(a: argparse.Namespace) -> _Filling:
     return _Filling(filler, kind, str(engine.path or ""), sampler_used, engine.dtype)
 
 
-def _score(a: argparse.Namespace, tasks: list[Task], filling: _Filling) -> Report:
+def _score(a: argparse.Namespace, tasks: list[Task], filling: _Filling) -> tuple[Report, list[TaskResult]]:
     """Fill and run the tasks; with ``--out`` each task's result is written as it comes."""
     from .execution import Limits
-    from .harness import TaskResult, evaluate
+    from .harness import evaluate
 
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
 
@@ -157,7 +184,7 @@ def _score(a: argparse.Namespace, tasks: list[Task], filling: _Filling) -> Repor
             out.flush()
 
     try:
-        report, _ = evaluate(
+        report, results = evaluate(
             tasks, filling.filler, benchmark=a.benchmark, mode="oracle" if a.oracle_length else "predicted",
             fill_kind=filling.kind, truncate=not a.no_truncate, limits=Limits(timeout_s=a.timeout),
             workers=a.workers, progress=not a.no_progress, model=filling.model, on_result=write,
@@ -165,7 +192,7 @@ def _score(a: argparse.Namespace, tasks: list[Task], filling: _Filling) -> Repor
     finally:
         if out is not None:
             out.close()
-    return report
+    return report, results
 
 
 def _context_gap(a: argparse.Namespace) -> int:

@@ -12,14 +12,14 @@ the canonical holes are; SantaCoder-FIM: up to the newline), as an editor's sing
 from __future__ import annotations
 
 import ast
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
+from ..train.progress import Progress
 from .benchmarks import Task
 from .execution import ExecResult, Limits, run_program
 
@@ -221,30 +221,6 @@ class Report:
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 
 
-class Progress:
-    """A one-line progress bar on a stream (stderr), redrawn at most every ``every`` seconds."""
-
-    def __init__(self, total: int, label: str, stream: TextIO | None = None, every: float = 0.25) -> None:
-        self.total, self.label, self.every = total, label, every
-        self.stream = stream if stream is not None else sys.stderr
-        self.t0 = time.perf_counter()
-        self._last = 0.0
-
-    def update(self, done: int, note: str = "", force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self._last < self.every:
-            return
-        self._last = now
-        frac = done / max(1, self.total)
-        bar = "#" * int(24 * frac)
-        self.stream.write(f"\r{self.label} [{bar:<24}] {done}/{self.total} {now - self.t0:.0f}s {note}   ")
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.stream.write("\n")
-        self.stream.flush()
-
-
 def _score_exact(task: Task, completion: str) -> tuple[bool, str]:
     ok = completion.strip() == task.canonical.strip()
     return ok, "match" if ok else "mismatch"
@@ -256,7 +232,8 @@ def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode
              on_result: Callable[[TaskResult], None] | None = None) -> tuple[Report, list[TaskResult]]:
     """Fill every task, score it, and summarise. Programs run on ``workers`` threads while the next fills are
     generated."""
-    bar = Progress(len(tasks), benchmark or "eval") if progress else None
+    # a tqdm bar on a terminal; in a log, a plain line every half minute and one at the end
+    bar = Progress(len(tasks), benchmark or "eval", "task") if progress else None
     t0 = time.perf_counter()
     fills: list[Fill] = []
     completions: list[str] = []
@@ -295,7 +272,7 @@ def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode
         while len(results) < len(tasks):
             finish(len(results))
             if bar:
-                bar.update(len(results), "scored", force=len(results) == len(tasks))
+                bar.update(len(results), "scored")
     if bar:
         bar.close()
     n = len(results)

@@ -47,6 +47,7 @@ from .data import (
     make_example,
     syntax_spans,
 )
+from .progress import Progress
 from .windows import Window, collate_windows, make_window, window_mask
 
 DEFAULT_HOLES = 4  # holes per training row of the diffusion objective unless told otherwise
@@ -392,7 +393,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                              "minutes": run.elapsed() / 60, **ev})
     _log(out, {"eval": True, **progress.history[-1]})
     _snapshot(run, final=True)
-    print(f"\ndone: step {progress.step}, {progress.tokens_seen:,} tokens; checkpoint in {out / 'checkpoint'}",
+    print(f"done: step {progress.step}, {progress.tokens_seen:,} tokens; checkpoint in {out / 'checkpoint'}",
           file=sys.stderr)
     return out / "checkpoint"
 
@@ -574,6 +575,8 @@ def _loop(run: _Run, batches: Iterator[Batch], val_batches: list[Batch]) -> None
     budget_s = cfg.minutes * 60 if cfg.minutes > 0 else float("inf")
     sched_s = (cfg.schedule_minutes or cfg.minutes) * 60
     last_save = last_eval = run.t0
+    # a bar on a terminal; in a log, a plain line every half minute (train.progress)
+    bar = Progress(run.start_step + cfg.steps if cfg.steps else None, "train", " steps", initial=run.start_step)
     while True:
         now = time.time()
         if cfg.steps and p.step - run.start_step >= cfg.steps:
@@ -589,19 +592,21 @@ def _loop(run: _Run, batches: Iterator[Batch], val_batches: list[Batch]) -> None
         el = run.elapsed()
         if p.step % 10 == 0:
             tps = (p.tokens_seen - run.tokens0) / max(time.time() - run.t0, 1e-9)  # this run's rate, compile included
-            print(f"\rstep {p.step} loss {float(diff.detach()):.3f} ar {float(ar.detach()):.3f} gn {float(gn):.2f} "
-                  f"lr {lr:.2e} {tps:,.0f} tok/s {el / 60:.1f} min", end="", file=sys.stderr, flush=True)
+            bar.update(p.step, f"loss {float(diff.detach()):.3f} ar {float(ar.detach()):.3f} gn {float(gn):.2f} "
+                               f"lr {lr:.2e} {tps:,.0f} tok/s {el / 60:.1f} min")
             _log(run.out, {"step": p.step, "diff": float(diff.detach()), "ar": float(ar.detach()), "lr": lr,
                            "tokens": p.tokens_seen, "minutes": el / 60})
         if time.time() - last_eval >= cfg.eval_every_min * 60:
             ev = evaluate(run.model, val_batches, cfg.device)
             p.history.append({"step": p.step, "tokens": p.tokens_seen, "minutes": el / 60, **ev})
             _log(run.out, {"eval": True, **p.history[-1]})
-            print(f"\n[eval] step {p.step} " + " ".join(f"{k}={v:.3f}" for k, v in ev.items()), file=sys.stderr)
+            bar.write(f"[eval] step {p.step} " + " ".join(f"{k}={v:.3f}" for k, v in ev.items()))
             last_eval = time.time()
         if time.time() - last_save >= cfg.save_every_min * 60:
             _snapshot(run)
             last_save = time.time()
+    bar.update(p.step, bar.note)
+    bar.close()
 
 
 def _step(run: _Run, b: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
