@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..train.progress import Progress
 from .benchmarks import Task
-from .execution import ExecResult, Limits, run_program
+from .execution import ExecResult, Limits, run_program, sandbox_layers
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -296,5 +296,7 @@ def evaluate(tasks: Sequence[Task], filler: Filler, *, benchmark: str = "", mode
         code_parse_ok=(sum(code) / len(code)) if code else None, comment_share=comments / max(1, n),
         edit_sim=sum(r.edit_sim for r in results) / max(1, n),
         salvaged_share=sum(r.salvaged for r in results) / max(1, n),
+        # the sandbox layers the executed programs ran under (what the scores' safety rests on)
+        extra={"sandbox": list(sandbox_layers())} if any(t.scored_by_execution for t in tasks) and isolate else {},
     )
     return report, results
