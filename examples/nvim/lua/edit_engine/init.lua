@@ -1,88 +1,347 @@
 -- edit-engine for Neovim 0.11+: inline completions as virtual text, refined live by editEngine/pass.
 --
---   require("edit_engine").setup({ auto = true })   -- keymaps + autocommands
+--   require("edit_engine").setup({ auto = true })   -- keymaps + autocommands + highlight groups
 --   vim.lsp.enable("edit_engine")                    -- the server config is lsp/edit_engine.lua
 --
 -- A request is textDocument/inlineCompletion. While the server denoises it sends editEngine/pass
--- notifications ({requestId, uri, version, passIndex, final, range, text, masked}); each one replaces the
--- virtual text (a snapshot of the whole span). Typing cancels the request ($/cancelRequest) and clears it;
--- the accept key applies the span as a text edit and reports editEngine/accepted.
+-- notifications ({requestId, uri, version, passIndex, final, range, text, masked, preview?}); each one
+-- updates the suggestion in place (a snapshot of the whole span; slots still masked show as placeholders:
+-- where `preview` puts them when the server sends it, else `masked` of them after the text).
+--
+-- What the user sees and can do:
+--   * the suggestion is virtual text at the cursor (EditEngineGhost; placeholders EditEngineMask), the first
+--     line inline and the rest as virtual lines; the window scrolls so that those lines are on screen;
+--   * the accept / accept-line / dismiss keys are mapped only while a suggestion is shown (and yield to the
+--     popup menu), so they keep their built-in meaning otherwise; accepting is its own undo step;
+--   * typing the suggestion's next characters keeps it (the rest stays shown, nothing is asked again);
+--     any other edit, or moving the cursor, cancels the request ($/cancelRequest) and clears it.
 
 local M = {}
+local api = vim.api
 
-M.ns = vim.api.nvim_create_namespace("edit_engine")
+M.ns = api.nvim_create_namespace("edit_engine")
 
 M.config = {
-  accept_key = "<C-l>", -- insert mode: accept the whole suggestion
-  accept_line_key = "<C-j>", -- insert mode: accept its first line (a partial accept)
-  trigger_key = "<C-g>", -- insert mode: ask now
-  dismiss_key = "<C-e>", -- insert mode: cancel and clear
+  accept_key = "<C-l>", -- insert mode, while a suggestion is shown: accept it
+  accept_line_key = "<C-j>", -- ... accept up to the end of its first non-blank line (a partial accept)
+  dismiss_key = "<C-e>", -- ... cancel and clear
+  trigger_key = "<C-g><C-g>", -- insert mode: ask now (leaves <C-g>u, <C-g>j, <C-g>k alone)
   auto = false, -- ask after every change in insert mode (debounced)
   debounce_ms = 50,
-  hl_group = "Comment",
+  hl_group = "EditEngineGhost", -- the suggestion's text
+  mask_hl_group = "EditEngineMask", -- placeholders for slots still masked
+  mask_char = "░", -- a placeholder
+  max_placeholders = 16, -- at most this many placeholders for a run of masked slots
 }
 
--- Per buffer: { client_id, request_id, version, range, text, final, passes, done, error }
+-- Per buffer, while a request runs or a suggestion is shown:
+--   client_id, request_id (nil once answered), version, passes, masked, final, done, error,
+--   text, range          the server's answer (LSP range of document version `version`)
+--   pass_preview         the last pass's `preview` (its span with a placeholder per masked slot), if sent
+--   kind                 "insert" (ghost shown after existing text) or "rewrite" (the span is replaced)
+--   row, col, ghost      where the suggestion is shown (0-based row, byte column) and what is shown there
+--   preview              ghost with its masked slots (from pass_preview), while they are masked
+--   shown, extmark       whether it is drawn (the keys are mapped), and the extmark drawing it
+--   tick, cursor         changedtick and cursor (0-based row, byte column) it belongs to
+--   before, after, nlines  the anchor line around the anchor, and the line count (to recognise typing)
+--   detached             true once typing or a partial accept moved it away from the server's range
 M.state = {}
 
 local attached = {}
 local timers = {}
+local keymaps = {} -- bufnr -> the mappings we installed (and the buffer-local ones they hid)
 
+-- ------------------------------------------------------------------------------------------ highlights
+-- Default colours: linked to a standard group where the colour scheme gives that group a terminal colour;
+-- otherwise (the default scheme defines Comment for the GUI only) the group's GUI colour plus an explicit
+-- 16/256-colour fallback, so ghost text never looks like typed code with 'notermguicolors'. `default = true`:
+-- a colour scheme or user that defines these groups wins.
+local HIGHLIGHTS = {
+  EditEngineGhost = { base = "Comment", cterm = { ctermfg = 8, cterm = { italic = true } }, italic = true },
+  EditEngineMask = { base = "NonText", cterm = { ctermfg = 8 } },
+}
+
+local function define_highlights()
+  for name, spec in pairs(HIGHLIGHTS) do
+    local base = api.nvim_get_hl(0, { name = spec.base, link = false })
+    if base.ctermfg then
+      api.nvim_set_hl(0, name, { link = spec.base, default = true })
+    else
+      api.nvim_set_hl(0, name, {
+        default = true,
+        fg = base.fg,
+        italic = spec.italic or base.italic,
+        ctermfg = spec.cterm.ctermfg,
+        cterm = spec.cterm.cterm,
+      })
+    end
+  end
+end
+
+-- ------------------------------------------------------------------------------------------ helpers
 local function client_for(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr, name = "edit_engine" })[1]
 end
 
-local function clear(bufnr)
-  if vim.api.nvim_buf_is_valid(bufnr) then
-    vim.api.nvim_buf_clear_namespace(bufnr, M.ns, 0, -1)
-  end
+local function resolve(bufnr)
+  return (bufnr == nil or bufnr == 0) and api.nvim_get_current_buf() or bufnr
 end
 
 -- (line, character in the client's encoding) -> 0-based byte column
 local function byte_col(bufnr, line, character, encoding)
-  local text = vim.api.nvim_buf_get_lines(bufnr, line, line + 1, false)[1] or ""
+  local text = api.nvim_buf_get_lines(bufnr, line, line + 1, false)[1] or ""
   return vim.str_byteindex(text, encoding, character, false)
 end
 
-local function render(bufnr, st)
-  clear(bufnr)
-  if not st.text or st.text == "" or not st.range then
+-- The cursor (0-based row, byte column) if the buffer is in the current window.
+local function cursor_of(bufnr)
+  if api.nvim_get_current_buf() ~= bufnr then
+    return nil
+  end
+  local c = api.nvim_win_get_cursor(0)
+  return { c[1] - 1, c[2] }
+end
+
+local function same_pos(a, b)
+  return a ~= nil and b ~= nil and a[1] == b[1] and a[2] == b[2]
+end
+
+-- Record what the buffer looks like around the suggestion, to tell typing it from other edits later.
+local function snapshot(bufnr, st)
+  st.tick = api.nvim_buf_get_changedtick(bufnr)
+  st.nlines = api.nvim_buf_line_count(bufnr)
+  if st.row then
+    local line = api.nvim_buf_get_lines(bufnr, st.row, st.row + 1, false)[1] or ""
+    st.before, st.after = line:sub(1, st.col), line:sub(st.col + 1)
+  end
+end
+
+-- Up to the end of the first line that is not blank: "\n    x = 1\n    y" -> "\n    x = 1".
+local function first_line(text)
+  local s = text:find("%S")
+  if not s then
+    return text
+  end
+  local e = text:find("\n", s, true)
+  return e and text:sub(1, e - 1) or text
+end
+
+-- Undo: make what follows its own undo step (like i_CTRL-G_u, also outside insert mode).
+local function break_undo()
+  vim.o.undolevels = vim.o.undolevels
+end
+
+-- ------------------------------------------------------------------------------------------ keys
+local function shown(st)
+  return st ~= nil and st.shown == true
+end
+
+local function remove_keys(bufnr)
+  local saved = keymaps[bufnr]
+  keymaps[bufnr] = nil
+  if not saved or not api.nvim_buf_is_valid(bufnr) then
     return
   end
+  for _, s in ipairs(saved) do
+    pcall(vim.keymap.del, "i", s.key, { buffer = bufnr })
+    if s.old then
+      api.nvim_buf_call(bufnr, function()
+        vim.fn.mapset("i", false, s.old)
+      end)
+    end
+  end
+end
+
+-- Mapped only while a suggestion is shown; when the popup menu is open (or the suggestion went away in the
+-- meantime) each key does what it does without the plugin.
+local function install_keys(bufnr)
+  if keymaps[bufnr] then
+    return
+  end
+  local saved = {}
+  for _, spec in ipairs({
+    { M.config.accept_key, "accept" },
+    { M.config.accept_line_key, "accept_line" },
+    { M.config.dismiss_key, "dismiss" },
+  }) do
+    local key, action = spec[1], spec[2]
+    if key and key ~= "" then
+      local old = api.nvim_buf_call(bufnr, function()
+        return vim.fn.maparg(key, "i", false, true)
+      end)
+      saved[#saved + 1] = { key = key, old = (old.buffer == 1) and old or nil }
+      vim.keymap.set("i", key, function()
+        return M._key(bufnr, action, key)
+      end, { buffer = bufnr, expr = true, desc = "edit-engine: " .. action })
+    end
+  end
+  keymaps[bufnr] = saved
+end
+
+--- The expression behind a mapped key: the action (accepting wrapped in <C-g>u, so it is one undo step),
+--- or the key itself when nothing is shown or the popup menu is open.
+function M._key(bufnr, action, key)
+  if vim.fn.pumvisible() == 1 or not shown(M.state[bufnr]) then
+    return key
+  end
+  local cmd = ("<Cmd>lua require('edit_engine')._act(%d, %q)<CR>"):format(bufnr, action)
+  if action == "dismiss" then
+    return cmd
+  end
+  return "<C-g>u" .. cmd .. "<C-g>u"
+end
+
+function M._act(bufnr, action)
+  if action == "accept" then
+    M.accept(bufnr)
+  elseif action == "accept_line" then
+    M.accept(bufnr, true)
+  else
+    M.cancel(bufnr)
+  end
+end
+
+-- ------------------------------------------------------------------------------------------ display
+local function clear(bufnr)
+  remove_keys(bufnr)
+  if api.nvim_buf_is_valid(bufnr) then
+    api.nvim_buf_clear_namespace(bufnr, M.ns, 0, -1)
+  end
+end
+
+-- Scroll the current window (if it shows the buffer) so that `nvirt` virtual lines below `row` are on screen.
+local function ensure_visible(bufnr, row, nvirt)
+  local win = api.nvim_get_current_win()
+  if nvirt == 0 or api.nvim_win_get_buf(win) ~= bufnr then
+    return
+  end
+  local height = api.nvim_win_get_height(win)
+  local top = api.nvim_win_call(win, vim.fn.winsaveview).topline -- 1-based
+  local function rows(t)
+    return api.nvim_win_text_height(win, { start_row = t - 1, end_row = row }).all
+  end
+  if row + 1 < top or rows(top) > height then
+    return -- the suggestion's line itself is not on screen
+  end
+  local new = top
+  while new < row + 1 and rows(new) + nvirt > height do
+    new = new + 1
+  end
+  if new ~= top then
+    api.nvim_win_call(win, function()
+      vim.fn.winrestview({ topline = new, topfill = 0 })
+    end)
+  end
+end
+
+local PLACEHOLDER = "░" -- what a pass's `preview` holds where a slot is still masked
+
+-- Rows of virtual-text chunks for `text`; with `masks`, runs of PLACEHOLDER in it are masked slots (each run
+-- drawn as at most max_placeholders mask characters).
+local function to_rows(text, masks)
+  local hl, mask_hl = M.config.hl_group, M.config.mask_hl_group
+  local rows = { {} }
+  local function add(piece)
+    for k, line in ipairs(vim.split(piece, "\n", { plain = true })) do
+      if k > 1 then
+        rows[#rows + 1] = {}
+      end
+      if line ~= "" then
+        table.insert(rows[#rows], { line, hl })
+      end
+    end
+  end
+  local i = 1
+  while i <= #text do
+    local j = masks and text:find(PLACEHOLDER, i, true) or nil
+    add(text:sub(i, (j or #text + 1) - 1))
+    if not j then
+      break
+    end
+    local run = 0
+    while text:sub(j, j + #PLACEHOLDER - 1) == PLACEHOLDER do
+      run, j = run + 1, j + #PLACEHOLDER
+    end
+    local shown = math.min(run, M.config.max_placeholders)
+    table.insert(rows[#rows], { string.rep(M.config.mask_char, shown), mask_hl })
+    i = j
+  end
+  for k, row in ipairs(rows) do
+    if #row == 0 then
+      rows[k] = { { "", hl } }
+    end
+  end
+  return rows
+end
+
+local function render(bufnr, st)
+  if not api.nvim_buf_is_valid(bufnr) or not st.row then
+    return
+  end
+  -- What to draw: the text so far, with its masked slots as placeholders where the pass says they are
+  -- (`preview`), else after the text (a pass without `preview` only counts them: `masked`).
+  local text, masks = st.ghost or "", false
+  if not st.final and st.preview then
+    text, masks = st.preview, true
+  elseif not st.final and (st.masked or 0) > 0 then
+    text, masks = text .. string.rep(PLACEHOLDER, math.min(st.masked, M.config.max_placeholders)), true
+  end
+  text = text:gsub("\t", string.rep(" ", vim.bo[bufnr].tabstop))
+  if text == "" then
+    st.shown = false
+    clear(bufnr)
+    return
+  end
+  local rows = to_rows(text, masks)
+  if st.kind == "rewrite" then
+    table.insert(rows[1], 1, { "⟶ ", M.config.hl_group }) -- a rewrite: the replacement, after the span
+  end
+  local virt_lines = { unpack(rows, 2) }
+  st.extmark = api.nvim_buf_set_extmark(bufnr, M.ns, st.row, st.col, {
+    id = st.extmark, -- the same mark every pass: updated in place
+    virt_text = rows[1],
+    virt_text_pos = "inline",
+    virt_lines = #virt_lines > 0 and virt_lines or nil,
+  })
+  st.shown = true
+  install_keys(bufnr)
+  ensure_visible(bufnr, st.row, #virt_lines)
+end
+
+-- Where and what to show for the server's text and range (which refer to the current buffer).
+local function show_answer(bufnr, st)
   local client = vim.lsp.get_client_by_id(st.client_id)
-  if not client then
+  if not client or not st.range then
     return
   end
   local enc = client.offset_encoding
   local sr, er = st.range.start.line, st.range["end"].line
   local sc = byte_col(bufnr, sr, st.range.start.character, enc)
   local ec = byte_col(bufnr, er, st.range["end"].character, enc)
-  local existing = table.concat(vim.api.nvim_buf_get_text(bufnr, sr, sc, er, ec, {}), "\n")
-  local ghost, row, col = st.text, sr, sc
-  if existing ~= "" and vim.startswith(st.text, existing) then
-    ghost, row, col = st.text:sub(#existing + 1), er, ec -- the span extends what is typed: show the rest
-  elseif existing ~= "" then
-    ghost = "⟶ " .. st.text -- a rewrite: show the replacement below the span
-    row, col = er, ec
+  local existing = table.concat(api.nvim_buf_get_text(bufnr, sr, sc, er, ec, {}), "\n")
+  local text = st.text or ""
+  st.preview = nil
+  local preview = st.pass_preview
+  if st.final or type(preview) ~= "string" or preview == "" then
+    preview = nil
   end
-  if ghost == "" then
-    return
+  if existing == "" or vim.startswith(text, existing) then
+    st.kind, st.ghost = "insert", text:sub(#existing + 1) -- the span extends what is typed: show the rest
+    if preview and vim.startswith(preview, existing) then
+      st.preview = preview:sub(#existing + 1)
+    end
+  else
+    st.kind, st.ghost, st.preview = "rewrite", text, preview or nil
   end
-  local lines = vim.split(ghost, "\n", { plain = true })
-  local virt_lines = {}
-  for i = 2, #lines do
-    virt_lines[#virt_lines + 1] = { { lines[i], M.config.hl_group } }
-  end
-  st.extmark = vim.api.nvim_buf_set_extmark(bufnr, M.ns, row, col, {
-    virt_text = { { lines[1], M.config.hl_group } },
-    virt_text_pos = "inline",
-    virt_lines = #virt_lines > 0 and virt_lines or nil,
-  })
+  st.row, st.col = er, ec
+  snapshot(bufnr, st)
+  render(bufnr, st)
 end
 
+-- ------------------------------------------------------------------------------------------ requests
 --- Cancel the request in flight for the buffer (if any) and clear its suggestion.
 function M.cancel(bufnr)
-  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  bufnr = resolve(bufnr)
   local st = M.state[bufnr]
   M.state[bufnr] = nil
   clear(bufnr)
@@ -94,9 +353,68 @@ function M.cancel(bufnr)
   end
 end
 
+-- The buffer changed after the suggestion was shown: was it the user typing the suggestion's next
+-- characters at its place (and nothing else)? Then keep the rest shown there and return true.
+local function type_through(bufnr, st, cur)
+  if st.kind ~= "insert" or not st.final or not st.ghost or not st.row or not cur then
+    return false
+  end
+  if not same_pos(st.cursor, { st.row, st.col }) then
+    return false -- the suggestion was not at the cursor
+  end
+  local r, c = cur[1], cur[2]
+  if r < st.row or (r == st.row and c <= st.col) then
+    return false
+  end
+  local typed = table.concat(api.nvim_buf_get_text(bufnr, st.row, st.col, r, c, {}), "\n")
+  if not vim.startswith(st.ghost, typed) then
+    return false
+  end
+  local _, newlines = typed:gsub("\n", "")
+  if api.nvim_buf_line_count(bufnr) ~= st.nlines + newlines then
+    return false
+  end
+  local first = api.nvim_buf_get_lines(bufnr, st.row, st.row + 1, false)[1] or ""
+  local last = api.nvim_buf_get_lines(bufnr, r, r + 1, false)[1] or ""
+  if first:sub(1, st.col) ~= st.before or last:sub(c + 1) ~= st.after then
+    return false
+  end
+  st.ghost = st.ghost:sub(#typed + 1)
+  st.row, st.col, st.cursor, st.detached = r, c, cur, true
+  snapshot(bufnr, st)
+  if st.ghost == "" then
+    M.cancel(bufnr) -- typed all of it
+  else
+    render(bufnr, st)
+  end
+  return true
+end
+
+-- Bring the suggestion up to date with the buffer and the cursor: keep it if nothing it depends on
+-- changed or the user typed its next characters, cancel it otherwise. Returns the state if it is kept.
+local function reconcile(bufnr)
+  local st = M.state[bufnr]
+  if not st or not api.nvim_buf_is_valid(bufnr) then
+    return nil
+  end
+  local cur = cursor_of(bufnr)
+  if api.nvim_buf_get_changedtick(bufnr) == st.tick then
+    if cur and st.cursor and not same_pos(cur, st.cursor) then
+      M.cancel(bufnr) -- the cursor moved away from the suggestion
+      return nil
+    end
+    return st
+  end
+  if type_through(bufnr, st, cur) then
+    return M.state[bufnr]
+  end
+  M.cancel(bufnr)
+  return nil
+end
+
 --- Ask the server for an inline completion at the cursor. Returns the request id, or nil.
 function M.trigger(bufnr)
-  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  bufnr = resolve(bufnr)
   local client = client_for(bufnr)
   if not client then
     return nil
@@ -104,7 +422,9 @@ function M.trigger(bufnr)
   M.cancel(bufnr)
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
   params.context = { triggerKind = 1 } -- Invoked
-  local st = { client_id = client.id, version = vim.lsp.util.buf_versions[bufnr], passes = 0 }
+  local st = { client_id = client.id, version = vim.lsp.util.buf_versions[bufnr], passes = 0, masked = 0 }
+  st.cursor = cursor_of(bufnr)
+  snapshot(bufnr, st)
   M.state[bufnr] = st
   local ok, id = client:request("textDocument/inlineCompletion", params, function(err, result)
     if M.state[bufnr] ~= st then
@@ -112,19 +432,25 @@ function M.trigger(bufnr)
     end
     st.request_id = nil
     st.done = true
+    if st.detached or reconcile(bufnr) ~= st then
+      return -- typed through (the answer is already shown) or no longer valid
+    end
     if err then
       st.error = err
+      st.ghost = nil
       clear(bufnr)
       return
     end
-    local item = result and result.items and result.items[1]
+    local item = result and (result.items or result)[1]
     if not item then
-      st.text = nil
+      st.text, st.ghost, st.shown = nil, nil, false
       clear(bufnr)
       return
     end
-    st.text, st.range = item.insertText, item.range
-    render(bufnr, st)
+    local text = item.insertText
+    st.text = type(text) == "table" and text.value or text
+    st.range, st.final, st.masked, st.pass_preview = item.range, true, 0, nil
+    show_answer(bufnr, st)
   end, bufnr)
   if not ok then
     M.state[bufnr] = nil
@@ -134,120 +460,147 @@ function M.trigger(bufnr)
   return id
 end
 
---- Handler for editEngine/pass: replace the suggestion with the pass's snapshot.
+--- Handler for editEngine/pass: update the suggestion in place with the pass's snapshot.
 function M.on_pass(_, p, ctx)
   if not p then
     return
   end
   for bufnr, st in pairs(M.state) do
-    if st.request_id == p.requestId and st.client_id == ctx.client_id then
-      if p.version == vim.lsp.util.buf_versions[bufnr] then
+    if st.request_id == p.requestId and st.client_id == ctx.client_id and not st.detached then
+      if p.version == vim.lsp.util.buf_versions[bufnr] and reconcile(bufnr) == st then
         st.passes = st.passes + 1
-        st.text, st.range, st.final = p.text, p.range, p.final
-        render(bufnr, st)
+        st.text, st.range, st.final, st.masked = p.text, p.range, p.final, p.masked or 0
+        st.pass_preview = p.preview
+        show_answer(bufnr, st)
       end
     end
   end
 end
 
---- Apply the suggestion (or its first line) as a text edit. Returns true if something was inserted.
+--- Apply the suggestion (or up to the end of its first non-blank line) as an edit, as its own undo step.
+--- After a partial accept the rest stays shown. Returns true if something was inserted.
 function M.accept(bufnr, first_line_only)
-  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
-  local st = M.state[bufnr]
-  if not st or not st.text or st.text == "" or not st.range then
+  bufnr = resolve(bufnr)
+  local st = reconcile(bufnr)
+  if not st or not st.ghost or st.ghost == "" or not st.row then
     return false
   end
   local client = vim.lsp.get_client_by_id(st.client_id)
   if not client then
     return false
   end
+  local ghost = st.ghost
+  local part = (first_line_only and st.kind == "insert") and first_line(ghost) or ghost
+  local rest = ghost:sub(#part + 1)
+  local keep = rest ~= "" and st.final
   M.state[bufnr] = nil -- before editing, so the change is not taken for typing
   clear(bufnr)
-  if st.request_id then
+  if st.request_id and not keep then
     client:cancel_request(st.request_id) -- accepted a pass before the last one
+    st.request_id = nil
   end
-  local text = st.text
-  if first_line_only then
-    text = vim.split(text, "\n", { plain = true })[1]
+  break_undo()
+  local row, col
+  if st.kind == "insert" then
+    local lines = vim.split(part, "\n", { plain = true })
+    api.nvim_buf_set_text(bufnr, st.row, st.col, st.row, st.col, lines)
+    row = st.row + #lines - 1
+    col = (#lines == 1 and st.col or 0) + #lines[#lines]
+  else
+    vim.lsp.util.apply_text_edits({ { range = st.range, newText = part } }, bufnr, client.offset_encoding)
+    local lines = vim.split(part, "\n", { plain = true })
+    row = st.range.start.line + #lines - 1
+    col = #lines[#lines]
+    if #lines == 1 then
+      col = col + byte_col(bufnr, st.range.start.line, st.range.start.character, client.offset_encoding)
+    end
   end
-  local edit = { range = st.range, newText = text }
-  vim.lsp.util.apply_text_edits({ edit }, bufnr, client.offset_encoding)
-  -- Put the cursor at the end of the inserted text.
-  local lines = vim.split(text, "\n", { plain = true })
-  local row = st.range.start.line + #lines - 1
-  local col = #lines[#lines]
-  if #lines == 1 then
-    col = col + byte_col(bufnr, st.range.start.line, st.range.start.character, client.offset_encoding)
-  end
-  if vim.api.nvim_get_current_buf() == bufnr then
-    pcall(vim.api.nvim_win_set_cursor, 0, { row + 1, col })
+  if api.nvim_get_current_buf() == bufnr then
+    pcall(api.nvim_win_set_cursor, 0, { row + 1, col })
   end
   client:notify("editEngine/accepted", {
     uri = vim.uri_from_bufnr(bufnr),
-    kind = (first_line_only and text ~= st.text) and "partial" or "accept",
-    acceptedChars = vim.fn.strchars(text),
-    totalChars = vim.fn.strchars(st.text),
+    kind = rest ~= "" and "partial" or "accept",
+    acceptedChars = vim.fn.strchars(part),
+    totalChars = vim.fn.strchars(ghost),
     final = st.final == true or st.done == true,
   })
+  if keep then -- the rest of the suggestion stays, after what was inserted
+    st.ghost, st.row, st.col, st.detached = rest, row, col, true
+    st.cursor = cursor_of(bufnr) or { row, col }
+    st.extmark = nil
+    snapshot(bufnr, st)
+    M.state[bufnr] = st
+    render(bufnr, st)
+  end
   return true
 end
 
+-- ------------------------------------------------------------------------------------------ setup
 local function on_attach(bufnr)
   if attached[bufnr] then
     return
   end
   attached[bufnr] = true
-  -- Any change to the buffer (typing) cancels the request in flight and clears the suggestion.
-  vim.api.nvim_buf_attach(bufnr, false, {
+  -- Any change to the buffer (typing, or an edit from elsewhere) is checked against the suggestion.
+  api.nvim_buf_attach(bufnr, false, {
     on_lines = function()
       if M.state[bufnr] then
         vim.schedule(function()
-          M.cancel(bufnr)
+          reconcile(bufnr)
         end)
       end
     end,
     on_detach = function()
       attached[bufnr] = nil
       M.state[bufnr] = nil
+      vim.schedule(function()
+        remove_keys(bufnr)
+      end)
     end,
   })
-  local function map(key, fn)
-    if key then
-      vim.keymap.set("i", key, fn, { buffer = bufnr, desc = "edit-engine" })
-    end
+  if M.config.trigger_key and M.config.trigger_key ~= "" then
+    vim.keymap.set("i", M.config.trigger_key, function()
+      M.trigger(bufnr)
+    end, { buffer = bufnr, desc = "edit-engine: ask for a suggestion" })
   end
-  map(M.config.accept_key, function()
-    M.accept(bufnr)
-  end)
-  map(M.config.accept_line_key, function()
-    M.accept(bufnr, true)
-  end)
-  map(M.config.trigger_key, function()
-    M.trigger(bufnr)
-  end)
-  map(M.config.dismiss_key, function()
-    M.cancel(bufnr)
-  end)
-  if M.config.auto then
-    vim.api.nvim_create_autocmd("TextChangedI", {
-      buffer = bufnr,
-      callback = function()
-        local t = timers[bufnr]
-        if t then
-          t:stop()
-        else
-          t = vim.uv.new_timer()
-          timers[bufnr] = t
+  local group = api.nvim_create_augroup("edit_engine_buf_" .. bufnr, { clear = true })
+  api.nvim_create_autocmd({ "CursorMovedI", "TextChangedP" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      reconcile(bufnr)
+    end,
+  })
+  api.nvim_create_autocmd("TextChangedI", {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      local kept = reconcile(bufnr)
+      if not M.config.auto or (kept and kept.tick == api.nvim_buf_get_changedtick(bufnr)) then
+        return -- the suggestion still stands (typed through): nothing to ask
+      end
+      local t = timers[bufnr]
+      if t then
+        t:stop()
+      else
+        t = vim.uv.new_timer()
+        timers[bufnr] = t
+      end
+      t:start(M.config.debounce_ms, 0, vim.schedule_wrap(function()
+        if api.nvim_get_current_buf() ~= bufnr or vim.fn.mode() ~= "i" then
+          return
         end
-        t:start(M.config.debounce_ms, 0, vim.schedule_wrap(function()
-          if vim.api.nvim_get_current_buf() == bufnr and vim.fn.mode() == "i" then
-            M.trigger(bufnr)
-          end
-        end))
-      end,
-    })
-  end
-  vim.api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, {
+        local st = M.state[bufnr]
+        if st and st.tick == api.nvim_buf_get_changedtick(bufnr) then
+          return -- already asked (or shown) for this text
+        end
+        M.trigger(bufnr)
+      end))
+    end,
+  })
+  api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, {
+    group = group,
     buffer = bufnr,
     callback = function()
       M.cancel(bufnr)
@@ -258,8 +611,11 @@ end
 function M.setup(opts)
   M.config = vim.tbl_deep_extend("force", M.config, opts or {})
   vim.lsp.handlers["editEngine/pass"] = M.on_pass
-  vim.api.nvim_create_autocmd("LspAttach", {
-    group = vim.api.nvim_create_augroup("edit_engine", { clear = true }),
+  local group = api.nvim_create_augroup("edit_engine", { clear = true })
+  define_highlights()
+  api.nvim_create_autocmd("ColorScheme", { group = group, callback = define_highlights })
+  api.nvim_create_autocmd("LspAttach", {
+    group = group,
     callback = function(args)
       local client = vim.lsp.get_client_by_id(args.data.client_id)
       if client and client.name == "edit_engine" then
