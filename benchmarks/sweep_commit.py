@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--plot", metavar="PNG", help="also draw speed against quality, a point per setting "
+                    "(needs matplotlib)")
     ap.add_argument("--only-floors", action="store_true", help="only the rows with a floor above one")
     ap.add_argument("--no-line-stop", action="store_true",
                     help="denoise whole fills (the line scored is the same; only passes and time differ)")
@@ -98,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --floors: each floor at these length-rule thresholds (default 0.5; 0 = the rule off, pads "
                     "slot by slot), e.g. 0.3,0.5,0.7")
     a = ap.parse_args(argv)
+    if a.plot:
+        from edit_engine.plots import require
+
+        require()  # before the sweep, not after it
     floors = {int(x) for x in a.floors.split(",")} if a.floors else None
     if floors is not None:
         known = {f for thr, pthr, f in POLICIES if (thr, pthr) == (0.9, 0.5)}
@@ -205,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=2)
+    if a.plot:
+        from edit_engine.plots import sweep_plot
+
+        print(f"wrote {sweep_plot(res, a.plot)}", file=sys.stderr)
     print(json.dumps(res))
     return 0
 

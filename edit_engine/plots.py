@@ -6,6 +6,9 @@ Agg backend straight to files (``Figure`` objects, no pyplot state, no display n
 - ``bench_plots(result, dir)``: ``bench_latency.png`` (each fill's wall time, a box per sampler in each
   context/span cell, and the keystroke scenario's fills with and without the context cache) and
   ``bench_passes.png`` (forward passes per fill, per sampler and cell).
+- ``sweep_plot(result, path)``: speed against quality across sampler settings, from a commit-policy sweep
+  (``benchmarks/sweep_commit.py --json``): ms per fill against exact match and edit similarity, a point per
+  setting.
 - ``eval_plots(report, records, dir)``: ``eval_score.png`` (the score by hole kind: how many lines the true
   hole has) and ``eval_latency.png`` (each task's fill time, by hole kind).
 """
@@ -145,6 +148,37 @@ def bench_plots(result: dict[str, Any], out_dir: str | Path) -> list[Path]:
     """``bench_latency.png`` and ``bench_passes.png`` in ``out_dir`` from a bench JSON object."""
     d = Path(out_dir)
     return [bench_latency(result, d / "bench_latency.png"), bench_passes(result, d / "bench_passes.png")]
+
+
+def _setting_label(row: dict[str, Any]) -> str:
+    words = [f"floor {row.get('min_commit', 1)}"]
+    if row.get("threshold") is not None:
+        words.append(f"thr {row['threshold']:g}")
+    if row.get("pad_threshold"):
+        words.append(f"pad {row['pad_threshold']:g}")
+    return ", ".join(words)
+
+
+def sweep_plot(result: dict[str, Any], path: str | Path) -> Path:
+    """Speed against quality: each sampler setting of a sweep at (median ms per fill, exact match) and (ms,
+    edit similarity), labelled; the faster and better settings sit to the upper left."""
+    rows = list(result.get("rows") or [])
+    if not rows:
+        raise ValueError("the sweep has no rows to plot")
+    fig, (ax_em, ax_sim) = _figure(11, 4.2, (1.0, 1.0))
+    for ax, key, name in ((ax_em, "exact_match", "exact match"), (ax_sim, "edit_sim", "edit similarity")):
+        xs = [float(r["ms_per_fill"]) for r in rows]
+        ys = [float(r[key]) for r in rows]
+        ax.scatter(xs, ys, c=[float(r.get("nfe_per_token", 0)) for r in rows], cmap="viridis", s=36, zorder=3)
+        for r, x, y in zip(rows, xs, ys, strict=True):
+            ax.annotate(_setting_label(r), (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        ax.set_xlabel("ms per fill (median)")
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+    n, holes = result.get("n", len(rows[0].get("edit_sims", []))), result.get("holes", "lines")
+    ax_em.set_title(f"speed against quality: {n} held-out {holes} holes (colour: passes per token)")
+    _caption(fig, result)
+    return _save(fig, Path(path))
 
 
 # ------------------------------------------------------------------------------------------------------- eval

@@ -50,7 +50,9 @@ def test_sweep_commit_runs_each_floor_at_each_pad_threshold(tiny_checkpoint: Pat
     """``--pad-thresholds`` crosses the floors with the length rule's thresholds, one row each, in order."""
     out = tmp_path / "s.json"
     stdout = ok(bench("sweep_commit.py", "--model", str(tiny_checkpoint), "--n", "2", "--floors", "1,2",
-                      "--pad-thresholds", "0,0.7", "--threads", "1", "--json", str(out)))
+                      "--pad-thresholds", "0,0.7", "--threads", "1", "--json", str(out),
+                      "--plot", str(tmp_path / "sweep.png")))
+    assert (tmp_path / "sweep.png").read_bytes().startswith(b"\x89PNG")
     assert "nfe/token" in stdout.splitlines()[0]  # the table's header
     res = json.loads(out.read_text())
     assert [(r["min_commit"], r["pad_threshold"]) for r in res["rows"]] == [(1, 0.0), (1, 0.7), (2, 0.0), (2, 0.7)]

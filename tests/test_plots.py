@@ -60,6 +60,17 @@ def test_bench_plots_without_keystroke_times_or_runs(tmp_path: Path) -> None:
     _assert_pngs(plots.bench_plots(r, tmp_path), ["bench_latency.png", "bench_passes.png"])
 
 
+def test_sweep_plot_puts_each_setting_at_its_speed_and_quality(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    rows = [{"threshold": 0.9, "pad_threshold": p, "min_commit": f, "exact_match": 0.1 * f + p / 10,
+             "edit_sim": 0.4 + 0.05 * f, "ms_per_fill": 120.0 / f, "nfe_per_token": 1.0 / f, "edit_sims": [0.5] * 4}
+            for f in (1, 2, 4) for p in (0.0, 0.7)]
+    path = plots.sweep_plot({"rows": rows, "n": 4, "holes": "lines", "command": "sweep"}, tmp_path / "s.png")
+    _assert_pngs([path], ["s.png"])
+    with pytest.raises(ValueError, match="no rows"):
+        plots.sweep_plot({"rows": []}, tmp_path / "t.png")
+
+
 def test_eval_plots_by_benchmark_and_hole_kind(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     canon = ["", "x\n", "a\nb\n", "1\n2\n3\n4\n5\n6\n"]
