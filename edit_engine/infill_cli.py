@@ -1,7 +1,8 @@
 """``edit-engine infill FILE --line L --col C``: fill at a cursor (or rewrite a selection) and print the fill.
 
-``--stream`` on a terminal redraws the span in place (rich) as the passes sharpen it: committed text, then one
-dim placeholder per slot still undecided, under a line with the pass, the forward passes and the time so far.
+``--stream`` on a terminal redraws the span in place (rich) as the passes sharpen it: committed text with a dim
+placeholder where each slot still undecided sits, under a line with the pass, the forward passes and the time
+so far.
 Piped, it prints every pass as plain lines (``--- pass N (M masked)`` then the text), with no escape codes.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Iterable
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
     from .engine import Pass
 
-PLACEHOLDER = "\u2591"  # light shade: one per undecided slot
+PLACEHOLDER = "\u2591"  # light shade: one per undecided slot (``engine.PLACEHOLDER``, imported lazily)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -112,8 +114,7 @@ def show_stream(passes: Iterable[Pass], document: str, console: Console | None =
 
 def render_pass(p: Pass, document: str, ms: float) -> RenderableType:
     """One pass as the terminal shows it: a status line, then the span between the dim text around it on its
-    lines. ``Pass`` counts the undecided slots but does not place them, so the placeholders follow the
-    committed text."""
+    lines, each undecided slot a dim placeholder where it sits (the pass's ``preview``)."""
     from rich.console import Group
     from rich.text import Text
 
@@ -122,7 +123,11 @@ def render_pass(p: Pass, document: str, ms: float) -> RenderableType:
     head = Text.assemble((f"pass {p.index}", "bold"), f"  {state}  ", (f"{passes}  {ms:.1f} ms", "cyan"))
     line_start = document.rfind("\n", 0, p.start) + 1
     line_end = document.find("\n", p.end)
-    body = Text.assemble((document[line_start : p.start], "dim"), (p.text, "bold green" if p.final else ""),
-                         (PLACEHOLDER * p.masked, "dim"),
-                         (document[p.end : len(document) if line_end < 0 else line_end], "dim"))
+    body = Text.assemble((document[line_start : p.start], "dim"))
+    if p.final or not p.preview:
+        body.append(p.text, "bold green" if p.final else "")
+    else:
+        for part in re.split(f"({PLACEHOLDER}+)", p.preview):
+            body.append(part, "dim" if part.startswith(PLACEHOLDER) else "")
+    body.append(document[p.end : len(document) if line_end < 0 else line_end], "dim")
     return Group(head, body)

@@ -10,6 +10,7 @@ from typing import Any
 
 # Methods
 INFILL = "editEngine/infill"  # request: fill at a position / range; answered with an InfillResponse
+APPLY = "editEngine/apply"  # request: merge an update snippet with ``... existing code ...`` markers into a file
 PASS = "editEngine/pass"  # notification: one refinement pass of a request in flight
 CANCEL = "$/cancelRequest"  # notification: {id}
 ACCEPTED = "editEngine/accepted"  # notification from the client: telemetry (accept / partial accept)
@@ -24,6 +25,9 @@ SERVER_OVERLOADED = -32001  # a limit was hit (queue, in-flight, size); retry la
 REQUEST_CANCELLED = -32800  # LSP RequestCancelled
 CONTENT_MODIFIED = -32801  # LSP ContentModified: the request's document version is stale
 
+# Limits
+MAX_DOCUMENT_CHARS = 500_000  # largest document either front end sends to the model (prefix + suffix, or text)
+
 STOP_REASONS = ("complete", "length", "line", "cancelled")  # line: a single-line fill ended at its newline
 
 
@@ -37,10 +41,15 @@ def pass_params(
     uri: str | None = None,
     version: int | None = None,
     range_: dict[str, Any] | None = None,
+    preview: str = "",
 ) -> dict[str, Any]:
-    """Params of an ``editEngine/pass`` notification. ``text`` replaces the whole range (a snapshot)."""
+    """Params of an ``editEngine/pass`` notification. ``text`` replaces the whole range (a snapshot);
+    ``preview``, sent while slots of the canvas are masked, is the same span with ``\u2591`` where each sits
+    (for showing the pass; never to insert)."""
     out: dict[str, Any] = {"requestId": request_id, "passIndex": pass_index, "final": final, "text": text,
                            "masked": masked}
+    if preview:
+        out["preview"] = preview
     if uri is not None:
         out["uri"] = uri
     if version is not None:

@@ -194,3 +194,38 @@ def test_checkpoint_sampler_settings(tmp_path: Path, tiny_checkpoint: Path) -> N
         (d / "sampler.json").write_text(bad)
         with pytest.raises(CheckpointError, match="sampler.json"):
             Engine.load(d)
+
+
+# ---------------------------------------------------------------------------------------------------- previews
+def test_pass_previews_show_undecided_slots_where_they_sit(packaged_engine: Engine) -> None:
+    """Every non-final pass with masked slots in its canvas carries a preview with a placeholder per slot;
+    the final pass has none (its text is the answer)."""
+    from edit_engine.engine import PLACEHOLDER
+
+    passes = list(packaged_engine.stream("def mean(xs):\n    total = sum(xs)\n    return ", "\n\nprint(mean([1]))\n"))
+    assert passes[-1].final and passes[-1].preview == ""
+    early = [p for p in passes if not p.final]
+    assert early and all(PLACEHOLDER in p.preview for p in early)
+
+
+def test_decode_preview_places_one_placeholder_per_masked_slot(packaged_engine: Engine) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from edit_engine.engine import PLACEHOLDER, decode_preview
+
+    tok = packaged_engine.tokenizer
+    ascii_ids = [i for i in range(3, 2000) if tok.decode([i]).isascii() and tok.decode([i])]
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.sampled_from(ascii_ids) | st.just(tok.mask_id), max_size=24))
+    def check(ids: list[int]) -> None:
+        preview = decode_preview(tok, ids)
+        kept = [i for i in ids if i != tok.mask_id]
+        if tok.mask_id not in ids:
+            assert preview == ""
+        else:
+            assert preview.count(PLACEHOLDER) == ids.count(tok.mask_id)
+            assert preview.replace(PLACEHOLDER, "") == tok.decode(kept)
+
+    check()

@@ -302,8 +302,9 @@ def test_a_fill_streams_its_passes_into_the_editor(driver: Any, server: Backgrou
     shown = [p["shown"] for p in passes]
     assert len(passes) >= 2 and len(set(shown)) >= 2, passes
     assert any(PLACEHOLDER in s for s in shown), shown
-    for p in passes:  # the committed text, then one placeholder per undecided slot
-        assert p["shown"] == p["text"] + PLACEHOLDER * min(p["masked"], 64)
+    assert any(p["preview"] for p in passes if not p["final"]), passes
+    for p in passes:  # placeholders where the undecided slots sit (else the text, then one per slot)
+        assert p["shown"] == (p["preview"] or p["text"] + PLACEHOLDER * min(p["masked"], 64)), p
     assert passes[-1]["final"] and passes[-1]["masked"] == 0
     seen = driver.execute_script("return window.__seen;")
     assert len(set(seen)) >= 2 and any(PLACEHOLDER in s for s in seen) and seen[-1] == passes[-1]["text"]

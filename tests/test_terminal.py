@@ -23,10 +23,11 @@ TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR")
 
 DOC = "def f(x):\n    return \n"
 AT = DOC.index("return ") + len("return ")
-PASSES = [
-    Pass(0, "", 6, False, 1, AT, AT),
-    Pass(1, "x", 4, False, 2, AT, AT),
-    Pass(2, "x + 1", 1, False, 3, AT, AT),
+P = PLACEHOLDER
+PASSES = [  # each with its preview: the placeholders sit where the undecided slots are
+    Pass(0, "", 6, False, 1, AT, AT, preview=P * 6),
+    Pass(1, "x1", 4, False, 2, AT, AT, preview=f"x{P * 3}1{P}"),
+    Pass(2, "x + 1", 1, False, 3, AT, AT, preview=f"x + 1{P}"),
     Pass(3, "x + 1.5", 0, True, 4, AT, AT, "complete"),
 ]
 
@@ -53,7 +54,7 @@ def test_forced_terminal_redraws_placeholders_then_the_final_text() -> None:
     text = ESCAPE.sub("", raw)
     first = text.index("pass 0")
     assert PLACEHOLDER * 6 in text[first : text.index("pass 1")]  # the empty first pass: six dim slots
-    assert "return x" + PLACEHOLDER * 4 in text
+    assert f"return x{P * 3}1{P}" in text  # in place, not after the committed text
     assert "6 masked" in text and "1 forward pass " in text and "4 forward passes" in text and " ms" in text
     tail = text[text.rindex("pass 3") :]
     assert "final (complete)" in tail and "    return x + 1.5" in tail and PLACEHOLDER not in tail
@@ -65,7 +66,7 @@ def test_plain_console_prints_one_block_per_pass() -> None:
     show_stream(iter(PASSES), DOC, Console(file=out))
     text = out.getvalue()
     assert "\x1b" not in text and PLACEHOLDER not in text
-    assert text.splitlines() == ["--- pass 0 (6 masked)", "", "--- pass 1 (4 masked)", "x",
+    assert text.splitlines() == ["--- pass 0 (6 masked)", "", "--- pass 1 (4 masked)", "x1",
                                  "--- pass 2 (1 masked)", "x + 1", "--- pass 3 (final)", "x + 1.5"]
 
 

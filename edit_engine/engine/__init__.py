@@ -1,5 +1,6 @@
 """The engine: ``Engine`` (``facade``) and the parts it is made of. Front ends import from here."""
 
+from .apply import ApplyResult, Placement
 from .contexts import (
     CONTEXT_STEP_CHARS,
     CONTEXT_STEP_TOKENS,
@@ -12,9 +13,11 @@ from .facade import Engine, Prepared
 from .results import (
     LANGUAGES_BY_SUFFIX,
     MAX_DOCUMENT_CHARS,
+    PLACEHOLDER,
     Completion,
     InfillResult,
     Pass,
+    decode_preview,
     language_for_path,
     unheal,
 )
@@ -24,6 +27,8 @@ __all__ = [
     "CONTEXT_STEP_TOKENS",
     "LANGUAGES_BY_SUFFIX",
     "MAX_DOCUMENT_CHARS",
+    "ApplyResult",
+    "PLACEHOLDER",
     "Completion",
     "ContextCacheConfig",
     "ContextCacheStats",
@@ -32,7 +37,9 @@ __all__ = [
     "Engine",
     "InfillResult",
     "Pass",
+    "Placement",
     "Prepared",
+    "decode_preview",
     "language_for_path",
     "unheal",
 ]

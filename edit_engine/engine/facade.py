@@ -9,7 +9,8 @@ masked are left out), so a front end can show it and replace it with the next on
 before the next forward pass. ``plan_document`` plans a document request without running it and
 ``finish_document`` runs its check and repair rounds after a first round run elsewhere; ``prepare`` makes a
 hole's sampler settings and context tokens: the server batches first rounds across clients with them
-(``edit_engine/serve``).
+(``edit_engine/serve``). ``apply``/``stream_apply`` merge an update snippet written with ``... existing code ...``
+markers into a file (``apply.py``; the model only ranks the places of an ambiguous chunk).
 
 The parts: ``runtime`` (the model and what is kept about it), ``contexts`` (context tokens and the
 per-document cache of encoded contexts), ``vocab`` (vocabulary tables: line stop, headers, token healing,
@@ -31,10 +32,12 @@ import torch
 from .. import checkpoint, syntax
 from ..interfaces import CanvasModel, TextTokenizer
 from ..sampler import SamplerConfig
+from . import apply as applying
 from . import rounds
+from .apply import ApplyResult
 from .contexts import ContextCacheConfig, ContextStore
 from .document import DocumentPlan, plan_document
-from .results import Completion, InfillResult, Pass, unheal
+from .results import Completion, InfillResult, Pass, decode_preview, unheal
 from .runtime import Runtime, check_text
 
 
@@ -207,15 +210,17 @@ class Engine:
                                    prep.bias) as steps:
             t2 = time.perf_counter()
             timings = {"tokenize": (t1 - t0) * 1e3, "context": (t2 - t1) * 1e3}
+            cut_line = single_line or cfg.line_stop
             for step in steps:
-                text = unheal(self.tokenizer.decode(step.tokens.tolist()), prep.healed)
-                nl = text.find("\n") if single_line or cfg.line_stop else -1
-                if nl >= 0:  # a completion drops the newline; a line-stopped infill keeps it
-                    text = text[:nl] if single_line else text[: nl + 1]
+                ids = step.tokens.tolist()
+                text = _first_line(unheal(self.tokenizer.decode(ids), prep.healed), cut_line, single_line)
+                preview = _first_line(unheal(decode_preview(self.tokenizer, ids), prep.healed), cut_line,
+                                      single_line)
                 now = time.perf_counter()
                 timings["denoise"] = (now - t2) * 1e3
                 timings["total"] = (now - t0) * 1e3
-                yield Pass(step.index, text, step.masked, step.final, step.nfe, 0, 0, step.stop_reason), timings
+                yield Pass(step.index, text, step.masked, step.final, step.nfe, 0, 0, step.stop_reason,
+                           preview), timings
 
     # ------------------------------------------------------------------ document + cursor in, edit out
     def stream_complete(self, text: str, offset: int, language: str = "python",
@@ -275,6 +280,21 @@ class Engine:
         (``rounds.finish_document`` documents the arguments); yields the passes from ``index`` on."""
         return rounds.finish_document(self.rt, dp, tokens, index, nfe, stop_reason, seed, should_stop, context)
 
+    # ------------------------------------------------------------------ snippet in, file out
+    def apply(self, original: str, update: str, language: str = "python", use_model: bool = True) -> ApplyResult:
+        """Merge ``update`` (code with ``# ... existing code ...``-style markers) into ``original``: the merged
+        text, how each chunk was placed and the time it took (``apply.merge``). ``use_model``: the model ranks
+        the candidate places of an ambiguous chunk (otherwise the first is taken). Raises ValueError."""
+        return applying.merge(original, update, language, self._chooser(use_model))
+
+    def stream_apply(self, original: str, update: str, language: str = "python",
+                     use_model: bool = True) -> Iterator[Pass]:
+        """``apply`` as a stream: a ``Pass`` per placed chunk, its text the whole file so far (``apply.stream``)."""
+        return applying.stream(original, update, language, self._chooser(use_model))
+
+    def _chooser(self, use_model: bool) -> applying.Chooser | None:
+        return applying.model_chooser(self.rt) if use_model and self.rt.canvas else None
+
     # ------------------------------------------------------------------ lifecycle
     def warm_up(self) -> float:
         """Run a few small fills (planner, sampler, every canvas size up to 64, repair check) so that the first
@@ -318,3 +338,12 @@ class Engine:
         """Forget what is cached for ``uri``: its syntax tree and its encoded context (an editor closed it)."""
         self.rt.syntax.close(uri)
         self.rt.contexts.take(("uri", uri))
+
+
+def _first_line(text: str, cut: bool, drop_newline: bool) -> str:
+    """With ``cut``: ``text`` up to its first newline (a completion drops the newline; a line-stopped infill
+    keeps it)."""
+    nl = text.find("\n") if cut else -1
+    if nl < 0:
+        return text
+    return text[:nl] if drop_newline else text[: nl + 1]

@@ -23,6 +23,31 @@ def unheal(text: str, healed: str) -> str:
     return text[len(healed) :] if healed and text.startswith(healed) else text
 
 
+PLACEHOLDER = "\u2591"  # "░": one per undecided slot in a pass's ``preview``
+
+
+def decode_preview(tok: Any, ids: list[int]) -> str:
+    """The canvas ``ids`` as text with ``PLACEHOLDER`` where each masked slot sits, for showing a pass while
+    it resolves ("" when nothing is masked: the pass's text says it all). Each run of committed tokens is
+    decoded on its own, so a character split across a masked slot shows as U+FFFD until the slot is decided."""
+    mask = tok.mask_id
+    if mask not in ids:
+        return ""
+    out: list[str] = []
+    run: list[int] = []
+    for i in ids:
+        if i == mask:
+            if run:
+                out.append(tok.decode(run))
+                run = []
+            out.append(PLACEHOLDER)
+        else:
+            run.append(i)
+    if run:
+        out.append(tok.decode(run))
+    return "".join(out)
+
+
 def language_for_path(path: str | Path) -> str:
     return LANGUAGES_BY_SUFFIX.get(Path(path).suffix.lower(), "plaintext")
 
@@ -39,6 +64,9 @@ class Pass:
     start: int = 0  # character offsets of the span in the document (complete/stream_complete)
     end: int = 0
     stop_reason: str = ""  # on the final pass: complete | length | line
+    # The span as ``text`` is made, with a ``PLACEHOLDER`` where each masked slot of the canvas sits ("" when
+    # none is: then ``text`` is the whole story). For display only: a split character shows as U+FFFD.
+    preview: str = ""
 
 
 @dataclass(frozen=True)

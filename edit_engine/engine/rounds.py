@@ -20,7 +20,7 @@ from .. import planner, repair
 from ..interfaces import TextTokenizer
 from ..sampler import Step, denoise
 from .document import DocumentPlan
-from .results import Pass
+from .results import Pass, decode_preview
 from .runtime import Runtime
 
 REWRITE_SHARE = 0.25  # rewrite mode re-masks this share of the selection's tokens (the least likely)
@@ -71,13 +71,13 @@ def _one_round(rt: Runtime, dp: DocumentPlan, p_ids: list[int], s_ids: list[int]
         timings["context"] = 0.0
         t4 = time.perf_counter()
         prev: Step | None = None
-        fill = ""
+        fill = preview = ""
         for step in steps:
             if prev is not None and stream:
-                yield Pass(prev.index, fill, prev.masked, False, prev.nfe, pl.start, pl.end)
+                yield Pass(prev.index, fill, prev.masked, False, prev.nfe, pl.start, pl.end, preview=preview)
             prev = step
             if stream:
-                fill = dp.finish(_text(tok, step))
+                fill, preview = dp.finish(_text(tok, step)), _preview(tok, dp, step)
         if prev is None or not prev.final:  # cancelled
             return
         if not stream:
@@ -88,6 +88,12 @@ def _one_round(rt: Runtime, dp: DocumentPlan, p_ids: list[int], s_ids: list[int]
 
 def _text(tok: TextTokenizer, step: Step) -> str:
     return tok.decode(step.tokens.tolist())
+
+
+def _preview(tok: TextTokenizer, dp: DocumentPlan, step: Step) -> str:
+    """The pass's preview (``results.decode_preview``), post-processed like its text; "" when none is masked."""
+    preview = decode_preview(tok, step.tokens.tolist()) if step.masked else ""
+    return dp.finish(preview) if preview else ""
 
 
 def rewrite_canvas(rt: Runtime, dp: DocumentPlan, cache: Any, st: Rounds) -> torch.Tensor | None:
@@ -116,16 +122,17 @@ def rounds(rt: Runtime, dp: DocumentPlan, cache: Any, init: torch.Tensor | None,
     t_round = time.perf_counter()
     while True:
         last: Step | None = None
-        fill = ""
+        fill = preview = ""
         for step in denoise(rt.model, cache, dp.cfg, tok.pad_id, tok.mask_id, seed, should_stop, init,
                             line_end=rt.tables.line_end_for(dp.cfg), first=dp.first, bias=dp.bias):
             if last is not None:  # hold each pass back one step: only the very last one is final
                 if stream:
-                    yield Pass(st.index, fill, last.masked, False, st.nfe + last.nfe, pl.start, pl.end)
+                    yield Pass(st.index, fill, last.masked, False, st.nfe + last.nfe, pl.start, pl.end,
+                               preview=preview)
                 st.index += 1
             last = step
             if stream:
-                fill = dp.finish(_text(tok, step))
+                fill, preview = dp.finish(_text(tok, step)), _preview(tok, dp, step)
         if last is None or not last.final:  # cancelled
             return
         if not stream:

@@ -27,7 +27,9 @@ HUMANEVAL_FILES = {
 }
 SANTACODER = "santacoder-fim"
 SANTACODER_FILE = "benchmark.jsonl.gz"
-BENCHMARKS = (*HUMANEVAL_FILES, SANTACODER)
+# Apply edit: marker snippets merged into files, from the next-edit cases or this package's sources (apply_set.py).
+APPLY_BENCHMARKS = ("apply", "apply-synthetic")
+BENCHMARKS = (*HUMANEVAL_FILES, SANTACODER, *APPLY_BENCHMARKS)
 # Our language ids -> the benchmark's ``language`` field.
 SANTACODER_LANGUAGES = {"python": "py", "javascript": "js", "java": "java"}
 DATA_ENV = "EDIT_ENGINE_BENCHMARKS"
@@ -124,6 +126,8 @@ def load(name: str, data: str | Path | None = None, language: str = "python",
                               str(r["canonical_solution"]), single_line=True))
             if limit is not None and len(tasks) >= limit:
                 break
+    elif name in APPLY_BENCHMARKS:
+        raise BenchmarkError(f"{name} is not an infilling benchmark: its cases come from eval.apply_set")
     else:
         raise BenchmarkError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
     if not tasks:

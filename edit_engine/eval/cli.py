@@ -3,6 +3,7 @@
     edit-engine eval --benchmark humaneval-single --limit 200 --json
     edit-engine eval --benchmark santacoder-fim --language python --limit 200
     edit-engine eval --benchmark humaneval-multi --canonical --limit 20     # self-test: must print 100.0%
+    edit-engine eval --benchmark apply --out apply.json      # apply edit: marker snippets merged into files
     edit-engine eval --context-gap --limit 64
 
 A progress bar goes to stderr; stdout gets a table, or with ``--json`` one JSON object on its last line.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..cli_args import UserError, add_dtype_arg, add_sampler_args, sampler_overrides
-from .benchmarks import BENCHMARKS, SANTACODER_LANGUAGES
+from .benchmarks import APPLY_BENCHMARKS, BENCHMARKS, SANTACODER_LANGUAGES
 
 if TYPE_CHECKING:
     from .benchmarks import Task
@@ -58,7 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--workers", type=int, default=2, help="programs run at once (default 2)")
     p.add_argument("--corpus", nargs="+", help="context gap: corpus roots (default: the checkpoint's own)")
     p.add_argument("--threads", type=int, default=0, help="torch threads for the model (0 = default)")
-    p.add_argument("--out", help="write per-task results here (JSON lines)")
+    p.add_argument("--out", help="write per-task results here (JSON lines; apply benchmarks: one JSON object)")
     p.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--plot", metavar="DIR",
@@ -73,6 +74,8 @@ def _eval(a: argparse.Namespace) -> int:
             raise UserError("--document, --no-repair and --plot fill or draw benchmark tasks; they do not go with "
                             "--context-gap")
         return _context_gap(a)
+    if a.benchmark in APPLY_BENCHMARKS:
+        return _apply(a)
     if a.plot:
         _require_plots()
     from .benchmarks import BenchmarkError, load
@@ -96,6 +99,43 @@ def _eval(a: argparse.Namespace) -> int:
         print(report.table())
     if a.plot:
         _plot(a.plot, report, tasks, results)
+    return 0
+
+
+def _apply(a: argparse.Namespace) -> int:
+    """``--benchmark apply`` (the next-edit cases) or ``apply-synthetic`` (this package's sources): merge each
+    case's marker snippet with ``Engine.apply`` and score exact match and latency (``apply_set``)."""
+    if a.document or a.canonical or a.empty or a.oracle_length or a.plot:
+        raise UserError("--document, --canonical, --empty, --oracle-length and --plot score fills; they do not go "
+                        f"with --benchmark {a.benchmark}")
+    from ..engine import Engine
+    from ..train.progress import Progress
+    from .apply_set import next_edit_cases, report, run, synthetic_cases, table
+    from .benchmarks import BenchmarkError
+
+    try:
+        cases = next_edit_cases(a.data, a.limit) if a.benchmark == "apply" else synthetic_cases(limit=a.limit)
+    except BenchmarkError as e:
+        raise UserError(str(e)) from e
+    engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
+    bar = None if a.no_progress else Progress(len(cases), a.benchmark, "case")
+    done = 0
+
+    def tick(o: object) -> None:
+        nonlocal done
+        done += 1
+        if bar is not None:
+            bar.update(done)
+
+    outcomes = run(cases, engine.apply, on_result=tick)
+    if bar is not None:
+        bar.close()
+    rep = {**report(a.benchmark, outcomes), "model": str(engine.path or "")}
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump(rep, f, indent=1)
+    summary = {k: v for k, v in rep.items() if k != "results"}
+    print(json.dumps(summary) if a.json else table(summary))
     return 0
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from ..engine import Engine, Pass, Prepared, unheal
+from ..engine import Engine, Pass, Prepared, decode_preview, unheal
 from ..model import ContextCache
 from ..sampler import DenoiseState, SamplerConfig, Step
 from .metrics import Metrics
@@ -120,6 +120,7 @@ class JobPass:
     stable: str | None = None  # committed tokens before the first masked slot (only if JobSpec.stable)
     start: int = 0  # character offsets of the replaced span (document requests)
     end: int = 0
+    preview: str = ""  # the span with a placeholder where each masked slot sits ("" when none is)
 
 
 _END = object()
@@ -299,7 +300,7 @@ class Scheduler:
                         self.metrics.first_pass.observe(time.perf_counter() - job.submitted)
                     self.metrics.passes.inc()
                     job._deliver(JobPass(p.index, p.text, p.masked, p.final, p.nfe, p.stop_reason, None,
-                                         p.start, p.end))
+                                         p.start, p.end, p.preview))
                     if p.final:
                         self.metrics.retired.inc(reason="done")
                         self.metrics.latency.observe(time.perf_counter() - job.submitted)
@@ -496,13 +497,13 @@ class Scheduler:
             self.metrics.active.set(len(self._active))
 
     def _emit(self, a: _Active, step: Step) -> None:
-        text, stable = _pass_text(self.engine.tokenizer, a.job, step)
+        text, stable, preview = _pass_text(self.engine.tokenizer, a.job, step)
         if step.index == 0:
             self.metrics.first_pass.observe(time.perf_counter() - a.job.submitted)
         self.metrics.passes.inc()
         spec = a.job.spec
         a.job._deliver(JobPass(step.index, text, step.masked, step.final, step.nfe + spec.nfe, step.stop_reason,
-                               stable, spec.start, spec.end))
+                               stable, spec.start, spec.end, preview))
 
 
 def _batch_cache(act: list[_Active]) -> _Batch:
@@ -528,13 +529,15 @@ def _batch_cache(act: list[_Active]) -> _Batch:
     return _Batch(ks, vs, valid, starts, L, cap)
 
 
-def _pass_text(tok: Any, job: Job, step: Step) -> tuple[str, str | None]:
-    """A pass's text as the job shows it (healed word left out, first line, post-processing), and with
-    ``JobSpec.stable`` the committed text before the first masked slot."""
+def _pass_text(tok: Any, job: Job, step: Step) -> tuple[str, str | None, str]:
+    """A pass's text as the job shows it (healed word left out, first line, post-processing); with
+    ``JobSpec.stable`` the committed text before the first masked slot; and its preview (the same with a
+    placeholder where each masked slot sits, "" when none is)."""
     prep, spec = job.prepared, job.spec
     assert prep is not None
     ids = step.tokens.tolist()  # the canvas as this pass left it (before any growth)
     text = unheal(tok.decode(ids), prep.healed)
+    preview = unheal(decode_preview(tok, ids), prep.healed)
     stable = None
     if spec.stable:
         cut = ids.index(tok.mask_id) if tok.mask_id in ids else len(ids)
@@ -543,11 +546,12 @@ def _pass_text(tok: Any, job: Job, step: Step) -> tuple[str, str | None]:
         if prep.healed:
             stable = stable[len(prep.healed) :] if stable.startswith(prep.healed) else ""
     if spec.single_line:
-        text = _first_line(text)
+        text, preview = _first_line(text), _first_line(preview)
         stable = _first_line(stable) if stable is not None else None
     if spec.transform is not None:
         text = spec.transform(text)
-    return text, stable
+        preview = spec.transform(preview) if preview else ""
+    return text, stable, preview
 
 
 def _activate(engine: Engine, job: Job, cache: ContextCache, row: int, now: float) -> _Active:

@@ -66,6 +66,21 @@ class CancelParams(BaseModel):
     id: int | str
 
 
+class ApplyParams(BaseModel):
+    """Params of ``editEngine/apply``: merge ``update`` (code with ``# ... existing code ...`` markers) into
+    ``original``. ``languageId``: an LSP id or ``auto`` (guessed from the code)."""
+
+    model_config = _STRICT
+    original: str
+    update: str
+    languageId: str = "python"
+
+
+def apply_result(text: str, elapsed_ms: float, placements: list[dict[str, Any]]) -> dict[str, Any]:
+    """Result of an ``editEngine/apply`` request."""
+    return {"text": text, "elapsedMs": round(elapsed_ms, 2), "placements": placements}
+
+
 # ---------------------------------------------------------------------------------------------------- HTTP
 _StopString = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
 
@@ -105,6 +120,74 @@ class CompletionRequest(BaseModel):
 
     def stop_strings(self) -> list[str]:
         return [] if self.stop is None else [self.stop] if isinstance(self.stop, str) else self.stop
+
+
+ORIGINAL_TAGS = ("<|original_code|>", "<|/original_code|>")
+UPDATE_TAGS = ("<|update_snippet|>", "<|/update_snippet|>")
+
+
+class ChatContentPart(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ChatContentPart] | None = None
+
+    def text(self) -> str:
+        if self.content is None or isinstance(self.content, str):
+            return self.content or ""
+        return "".join(p.text for p in self.content)
+
+
+def _tagged(content: str, tags: tuple[str, str]) -> str:
+    """The text between a pair of tags, without the one newline after the opening tag and before the closing
+    one that the request format puts there; ValueError when the pair is missing."""
+    start = content.find(tags[0])
+    end = content.find(tags[1], start + len(tags[0])) if start >= 0 else -1
+    if end < 0:
+        raise ValueError(f"the last user message holds no {tags[0]}...{tags[1]} block")
+    text = content[start + len(tags[0]) : end]
+    text = text[1:] if text.startswith("\n") else text
+    return text[:-1] if text.endswith("\n") else text
+
+
+class ApplyRequest(BaseModel):
+    """Mercury Edit's apply request (Inception): an OpenAI chat body whose last user message holds the file
+    between ``<|original_code|>`` and ``<|/original_code|>`` and the edit between ``<|update_snippet|>`` and
+    ``<|/update_snippet|>``. ``language`` (an extension: a grammar name or LSP id) defaults to a guess."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    n: int = Field(default=1, ge=1, le=1)
+    language: str = Field(default="auto", max_length=64, description="the code's language; auto: guessed")
+
+    def parts(self) -> tuple[str, str]:
+        """(original, update) from the last user message; ValueError when it lacks them."""
+        users = [m for m in self.messages if m.role == "user"]
+        if not users:
+            raise ValueError("no user message: send the original code and the update snippet in one")
+        content = users[-1].text()
+        return _tagged(content, ORIGINAL_TAGS), _tagged(content, UPDATE_TAGS)
+
+
+def chat_body(cid: str, model: str, text: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    return {
+        "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def chat_chunk(cid: str, model: str, created: int, delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+    return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
 
 
 FINISH = {"complete": "stop", "length": "length", "cancelled": "stop"}
@@ -165,6 +248,31 @@ class CompletionBody(BaseModel):
     choices: list[CompletionChoice]
     usage: CompletionUsage | None = Field(default=None, description="absent from stream chunks")
 
+
+class ChatCompletionMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatCompletionChoice(BaseModel):
+    index: int
+    message: ChatCompletionMessage
+    finish_reason: Literal["stop"]
+
+
+class ChatCompletionBody(BaseModel):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatCompletionChoice]
+    usage: CompletionUsage
+
+
+APPLY_SSE_DESCRIPTION = ("With ``stream: true``: server-sent events, each ``data: {...}`` a ``chat.completion.chunk`` "
+                         "whose ``choices[0].delta.content`` is the next piece of the merged file (append; the first "
+                         "chunk also carries ``role``, the last has an empty delta and ``finish_reason: stop``). "
+                         "The stream ends with ``data: [DONE]``.")
 
 SSE_DESCRIPTION = ("With ``stream: true``: server-sent events, each ``data: {CompletionBody}`` (a chunk without "
                    "usage); with ``diffusing: true`` each chunk's text is the whole span so far (replace), "

@@ -1,4 +1,5 @@
-"""HTTP routes: OpenAI-compatible completions (fill-in-the-middle), models, health, metrics, and the websocket.
+"""HTTP routes: OpenAI-compatible completions (fill-in-the-middle), apply edit (Mercury Edit's chat-shaped
+request), models, health, metrics, and the websocket.
 
 Each route parses its request, calls the ``Service``, and formats the answer; errors are ``ServeError`` and
 become responses in ``app.py``'s one handler.
@@ -20,10 +21,15 @@ from .batching import Cancelled, Job
 from .errors import ServeError
 from .fim import cut_at_stop
 from .protocol import (
+    APPLY_SSE_DESCRIPTION,
     SSE_DESCRIPTION,
     SSE_EVENT,
+    ApplyRequest,
+    ChatCompletionBody,
     CompletionBody,
     CompletionRequest,
+    chat_body,
+    chat_chunk,
     completion_body,
     completion_chunk,
     error_responses,
@@ -55,6 +61,14 @@ COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+APPLY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": ChatCompletionBody, "description": "the merged file (JSON), or its stream",
+          "content": {"text/event-stream": {"schema": SSE_EVENT, "description": APPLY_SSE_DESCRIPTION}}},
+    **error_responses(400, 404, 411, 413, 500),
+}
+APPLY_PIECE_CHARS = 4096  # a streamed merge is sent in pieces of about this many characters, at line ends
+
+
 @public.get("/healthz")
 async def healthz(service: Service = Depends(get_service)) -> dict[str, Any]:
     return {"status": "ok", "model": service.model_name, "dtype": service.engine.dtype,
@@ -77,9 +91,7 @@ async def models(service: Service = Depends(get_service)) -> dict[str, Any]:
 async def completions(body: CompletionRequest, service: Service = Depends(get_service)) -> Response:
     """Fill-in-the-middle: ``prompt`` is the text before the cursor, ``suffix`` the text after it (or, without
     ``suffix``, a prompt in a common FIM template, as editors written for other models send)."""
-    if body.model and body.model != service.model_name:
-        raise ServeError("model_not_found", f"the model {body.model!r} does not exist here (GET /v1/models lists "
-                         f"{service.model_name!r})")
+    check_model(service, body.model)
     spec = service.plan_completion(body, stable=body.stream and not body.diffusing)
     try:
         job = await service.start(spec)
@@ -155,6 +167,67 @@ def _finish(stop_reason: str) -> str:
 
 def _data(obj: dict[str, Any]) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+def check_model(service: Service, model: str | None) -> None:
+    if model and model != service.model_name:
+        raise ServeError("model_not_found", f"the model {model!r} does not exist here (GET /v1/models lists "
+                         f"{service.model_name!r})")
+
+
+def check_size(service: Service, what: str, text: str) -> None:
+    limit = service.settings.max_document_chars
+    if len(text) > limit:
+        raise ServeError("too_large", f"{what} of {len(text):,} characters exceeds the limit of {limit:,}",
+                         limit="max_document_chars")
+
+
+@protected.post("/v1/apply/completions", response_model=None, responses=APPLY_RESPONSES)
+async def apply_completions(body: ApplyRequest, service: Service = Depends(get_service)) -> Response:
+    """Apply edit (Mercury Edit's request): merge the ``<|update_snippet|>`` (code with ``# ... existing code
+    ...`` markers) into the ``<|original_code|>`` of the last user message; the answer is the merged file, as an
+    OpenAI chat completion (or its stream)."""
+    check_model(service, body.model)
+    try:
+        original, update = body.parts()
+    except ValueError as e:
+        raise ServeError("invalid_params", str(e)) from e
+    check_size(service, "the original code", original)
+    check_size(service, "the update snippet", update)
+
+    def run() -> tuple[Any, int, int]:  # parses, and may run the model: off the event loop
+        r = service.engine.apply(original, update, body.language)
+        prompt = sum(service.count_tokens(m.text()) for m in body.messages)
+        return r, prompt, service.count_tokens(r.text)
+
+    try:
+        result, prompt_tokens, completion_tokens = await asyncio.to_thread(run)
+    except ValueError as e:
+        service.metrics.requests.inc(route="http", outcome="error")
+        raise ServeError("invalid_params", str(e)) from e
+    except Exception as e:  # a bug: this request's error, in the API's shape
+        service.metrics.requests.inc(route="http", outcome="error")
+        raise ServeError("internal", f"the request failed: {type(e).__name__}: {e}") from e
+    service.metrics.requests.inc(route="http", outcome="ok")
+    cid = "chatcmpl-" + uuid.uuid4().hex[:24]
+    if body.stream:
+        return StreamingResponse(_apply_sse(cid, service.model_name, [p for _, p in result.segments]),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return JSONResponse(chat_body(cid, service.model_name, result.text, prompt_tokens, completion_tokens))
+
+
+async def _apply_sse(cid: str, model: str, segments: list[str]) -> AsyncIterator[str]:
+    """The merged file as ``chat.completion.chunk`` deltas: its pieces (kept original, placed chunk) in order,
+    long ones cut at line ends; then an empty delta with ``finish_reason: stop`` and ``[DONE]``."""
+    created = int(time.time())
+    yield _data(chat_chunk(cid, model, created, {"role": "assistant", "content": ""}, None))
+    for seg in segments:
+        while seg:
+            cut = seg.find("\n", APPLY_PIECE_CHARS) + 1 or len(seg)
+            yield _data(chat_chunk(cid, model, created, {"content": seg[:cut]}, None))
+            seg = seg[cut:]
+    yield _data(chat_chunk(cid, model, created, {}, "stop"))
+    yield "data: [DONE]\n\n"
 
 
 @public.websocket("/v1/stream")

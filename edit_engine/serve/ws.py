@@ -1,7 +1,8 @@
 """The websocket front end: JSON-RPC 2.0 on ``/v1/stream``, the same methods as the language server.
 
 One ``Connection`` per socket. Each ``editEngine/infill`` request becomes a task that forwards the job's passes
-as ``editEngine/pass`` notifications and ends with the response (or an error). Several requests may be in
+as ``editEngine/pass`` notifications and ends with the response (or an error); an ``editEngine/apply`` request
+becomes a task that merges in a worker thread and answers once. Several requests may be in
 flight; ``$/cancelRequest``, a newer request for the same ``uri`` and closing the socket cancel them (answered
 with -32800 while the socket is open). A bad frame gets a JSON-RPC error and the connection stays usable.
 """
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 from .. import protocol as rpc
 from .batching import Cancelled, Job
 from .errors import ServeError, rpc_error_message
-from .protocol import CancelParams, InfillParams, RpcMessage
+from .protocol import ApplyParams, CancelParams, InfillParams, RpcMessage, apply_result
 from .serving import Planned, Service
 
 
@@ -143,6 +144,10 @@ class Connection:
             if m.id is None:
                 return  # a notification cannot be answered
             await self.on_infill(m.id, m.params)
+        elif m.method == rpc.APPLY:
+            if m.id is None:
+                return
+            await self.on_apply(m.id, m.params)
         elif m.method == rpc.CANCEL:
             try:
                 c = CancelParams.model_validate(m.params or {})
@@ -187,6 +192,54 @@ class Connection:
             self.by_uri[p.uri] = r
         r.task = asyncio.create_task(self._serve(r, p, planned))
 
+    async def on_apply(self, rid: int | str, params: Any) -> None:
+        """``editEngine/apply``: checked here, merged in a worker thread (``Engine.apply`` parses both texts and
+        may run the model), answered with ``{text, elapsedMs, placements}``."""
+        try:
+            if rid in self.inflight:
+                raise ServeError("invalid_request", f"request id {rid!r} is in flight")
+            if len(self.inflight) >= self.settings.max_inflight_per_connection:
+                raise ServeError("overloaded", f"{len(self.inflight)} requests in flight on this connection "
+                                 f"(limit {self.settings.max_inflight_per_connection})",
+                                 limit="max_inflight_per_connection", retry_after=self.settings.retry_after_s)
+            if not isinstance(params, dict):
+                raise ServeError("invalid_params", "params must be an object")
+            try:
+                p = ApplyParams.model_validate(params)
+            except ValidationError as e:
+                raise ServeError("invalid_params", _validation_message(e)) from e
+            for what, text in (("original", p.original), ("update", p.update)):
+                if len(text) > self.settings.max_document_chars:
+                    raise ServeError("too_large", f"{what} of {len(text):,} characters exceeds the limit of "
+                                     f"{self.settings.max_document_chars:,}", limit="max_document_chars")
+        except ServeError as e:
+            self._count(e)
+            await self.send(rpc_error_message(rid, e))
+            return
+        r = _Request(rid, None)
+        self.inflight[rid] = r
+        r.task = asyncio.create_task(self._apply(r, p))
+
+    async def _apply(self, r: _Request, p: ApplyParams) -> None:
+        try:
+            res = await asyncio.to_thread(self.service.engine.apply, p.original, p.update, p.languageId)
+            if r.cancel_reason is not None:
+                raise Cancelled(r.cancel_reason)
+            self.metrics.requests.inc(route="ws", outcome="ok")
+            await self.send({"jsonrpc": "2.0", "id": r.id, "result": apply_result(
+                res.text, res.elapsed_ms, [x.to_json() for x in res.placements])})
+        except Cancelled as c:
+            self.metrics.requests.inc(route="ws", outcome="cancelled")
+            await self.send(rpc_error_message(r.id, ServeError("cancelled", f"request cancelled ({c.reason})")))
+        except ValueError as e:  # the update cannot be applied: the caller's to fix
+            self._count(ServeError("invalid_params", str(e)))
+            await self.send(rpc_error_message(r.id, ServeError("invalid_params", str(e))))
+        except Exception as e:
+            self.metrics.requests.inc(route="ws", outcome="error")
+            await self.send(rpc_error_message(r.id, ServeError("internal", f"{type(e).__name__}: {e}")))
+        finally:
+            self.inflight.pop(r.id, None)
+
     def _count(self, e: ServeError) -> None:
         outcome = {"overloaded": "overloaded", "too_large": "overloaded", "cancelled": "cancelled"}.get(e.kind, "error")
         self.metrics.requests.inc(route="ws", outcome=outcome)
@@ -213,7 +266,7 @@ class Connection:
                 if p.stream:
                     await self.send({"jsonrpc": "2.0", "method": rpc.PASS, "params": rpc.pass_params(
                         r.id, ps.index, ps.final, ps.text, ps.masked, uri=p.uri, version=p.version,
-                        range_=range_)})
+                        range_=range_, preview=ps.preview)})
             assert last is not None and last.final
             finished = True
             self.metrics.requests.inc(route="ws", outcome="ok")

@@ -1,7 +1,8 @@
 // The edit-engine playground: fills at the cursor streamed over the server's websocket (JSON-RPC 2.0 on
-// /v1/stream). Each editEngine/pass notification carries the whole span so far (text) and how many slots are
-// still undecided (masked); the page shows the text as ghost text at the cursor, followed by one placeholder
-// per undecided slot, and replaces it on every pass. Tab accepts, Esc dismisses.
+// /v1/stream). Each editEngine/pass notification carries the whole span so far (text), how many slots are
+// still undecided (masked) and, while some slot of the canvas is masked, the span with a placeholder where each
+// sits (preview); the page shows the preview (else the text) as ghost text at the cursor, placeholders dim, and
+// replaces it on every pass. Tab accepts, Esc dismisses.
 //
 // For diagnostics the page keeps window.__requests (the params of every request it sent) and window.__passes
 // (every pass it showed: the pass and the ghost text as the page rendered it); <body data-fill> says where the
@@ -15,6 +16,7 @@
   const URI = 'playground:///document';
   const PLACEHOLDER = '\u2591';
   const MAX_PLACEHOLDERS = 64;
+  const SLOT_RUNS = /(\u2591+)/;
   const DEBOUNCE_MS = 300;
   const MAX_QUERY_LINK = 8000; // longer links carry the document in the fragment (never sent to a server)
   const MAX_DIAGNOSTICS = 1000;
@@ -237,6 +239,7 @@
     const f = state.fill;
     if (!f || p.requestId !== f.id || f.done) return;
     f.text = p.text;
+    f.preview = p.final ? '' : (p.preview || '');
     f.masked = p.masked;
     f.final = p.final;
     f.passIndex = p.passIndex;
@@ -248,6 +251,7 @@
     const ghost = ui.view.querySelector('.ghost');
     remember(window.__passes, {
       requestId: p.requestId, passIndex: p.passIndex, final: p.final, masked: p.masked, text: p.text,
+      preview: p.preview || '',
       shown: ghost ? ghost.textContent : null,
     });
     const ms = Math.round(performance.now() - f.t0);
@@ -268,6 +272,7 @@
     const r = msg.result;
     f.result = r;
     f.text = r.text;
+    f.preview = '';
     f.masked = 0;
     f.final = true;
     f.passIndex = Math.max(f.passIndex, r.passes - 1);
@@ -340,8 +345,16 @@
     if (!f || f.doc !== doc || f.passIndex < 0) {
       ui.view.replaceChildren(doc + '\n');
     } else {
-      const ghost = span('ghost', f.text);
-      if (f.masked > 0) ghost.append(span('slots', PLACEHOLDER.repeat(Math.min(f.masked, MAX_PLACEHOLDERS))));
+      const ghost = span('ghost', '');
+      if (f.preview) {
+        // placeholders where the undecided slots sit
+        for (const part of f.preview.split(SLOT_RUNS)) {
+          if (part) ghost.append(part.startsWith(PLACEHOLDER) ? span('slots', part) : part);
+        }
+      } else {
+        ghost.append(f.text);
+        if (f.masked > 0) ghost.append(span('slots', PLACEHOLDER.repeat(Math.min(f.masked, MAX_PLACEHOLDERS))));
+      }
       const nodes = [doc.slice(0, f.start)];
       if (f.end > f.start) nodes.push(span('replaced', doc.slice(f.start, f.end)));
       nodes.push(ghost, doc.slice(f.end) + '\n');

@@ -1,0 +1,557 @@
+"""Apply edit: merging a snippet written with ``... existing code ...`` markers into a file.
+
+Unit tests of how chunks are anchored (definitions, nesting, renames, insertions, lines, ambiguity, the file's
+edges) in Python, Rust, JavaScript and Go; a Hypothesis property (a file cut into definitions, one of them
+changed between markers, applies exactly); the front ends end to end against a real server (HTTP, its SSE
+stream, the websocket); and the apply benchmark on the synthetic set built from this package's sources.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from websockets.sync.client import connect
+
+from edit_engine import protocol as rpc
+from edit_engine.engine import Engine, apply
+from edit_engine.engine.apply import guess_language, is_marker, merge
+from edit_engine.eval import apply_set
+from edit_engine.model import DiffusionLM
+from edit_engine.serve.app import BackgroundServer, create_app
+from edit_engine.serve.settings import Settings
+from edit_engine.tokenizer import Tokenizer
+
+TIMEOUT = 30.0
+
+
+def d(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def kinds(r: apply.ApplyResult) -> list[str]:
+    return [p.kind for p in r.placements]
+
+
+PY = d('''
+    import os
+
+
+    def load(path):
+        with open(path) as f:
+            return f.read()
+
+
+    class Store:
+        def __init__(self, root):
+            self.root = root
+
+        def get(self, key):
+            return load(os.path.join(self.root, key))
+
+
+    class Cache:
+        def __init__(self, size):
+            self.size = size
+
+        def get(self, key):
+            return None
+
+
+    if __name__ == "__main__":
+        print(Store(".").get("x"))
+''')
+
+
+# ---------------------------------------------------------------------------------------------------- markers
+@pytest.mark.parametrize("line", [
+    "# ... existing code ...", "    # ... existing code ...", "// ... existing code ...", "// ...", "# ...",
+    "/* ... existing code ... */", "/* ... */", "... rest of code ...", "// ... rest of the file ...",
+    "# … unchanged …", "<!-- ... -->", "    // existing code ...",
+])
+def test_marker_forms(line: str) -> None:
+    assert is_marker(line)
+
+
+@pytest.mark.parametrize("line", [
+    "...", "    ...", "x = ...", "# wait for it ... then go", "print('...')", "def f(): ...", "# see above...",
+    "// TODO: handle this case...",
+])
+def test_code_and_comments_are_not_markers(line: str) -> None:
+    assert not is_marker(line)
+
+
+# ---------------------------------------------------------------------------------------------------- Python
+def test_method_in_class_respects_nesting() -> None:
+    """Cache.get, not Store.get (the same name, the same indentation), because the chunk sits under Cache."""
+    upd = d('''
+        # ... existing code ...
+        class Cache:
+            # ... existing code ...
+            def get(self, key):
+                return self.size and None
+        # ... existing code ...
+    ''')
+    r = merge(PY, upd)
+    assert r.text == PY.replace("return None", "return self.size and None")
+    assert kinds(r) == ["lines", "definition"] and r.placements[1].note == "Cache.get"
+
+
+def test_method_after_a_chunk_inside_its_class() -> None:
+    """A method shown alone after a chunk placed inside the class: the class around that chunk decides."""
+    upd = d('''
+        # ... existing code ...
+            def __init__(self, root):
+                self.root = str(root)
+        # ... existing code ...
+            def get(self, key):
+                return load(os.path.join(self.root, key.strip()))
+        # ... existing code ...
+    ''')
+    r = merge(PY, upd)
+    want = PY.replace("self.root = root", "self.root = str(root)").replace("key))", "key.strip()))")
+    assert r.text == want and kinds(r) == ["definition", "definition"]
+    assert [p.note for p in r.placements] == ["Store.__init__", "Store.get"]
+
+
+def test_whole_function_replaced_decorators_kept() -> None:
+    src = "import functools\n\n\n@functools.cache\ndef f(x):\n    return x\n\n\ndef g():\n    pass\n"
+    r = merge(src, "# ... existing code ...\ndef f(x):\n    return x + 1\n# ... existing code ...\n")
+    assert r.text == src.replace("return x\n", "return x + 1\n") and kinds(r) == ["definition"]
+
+
+def test_renamed_function() -> None:
+    upd = d('''
+        # ... existing code ...
+        def read_file(path):
+            with open(path) as f:
+                return f.read()
+        # ... existing code ...
+    ''')
+    r = merge(PY, upd)
+    assert r.text == PY.replace("def load(path)", "def read_file(path)")
+    assert kinds(r) == ["definition"] and "renamed" in r.placements[0].note
+
+
+def test_inserted_function_goes_after_the_last_definition() -> None:
+    upd = "# ... existing code ...\n\ndef save(path, text):\n    open(path, 'w').write(text)\n\n# ... existing code ...\n"
+    r = merge(PY, upd)
+    new = "\n\ndef save(path, text):\n    open(path, 'w').write(text)\n"
+    assert r.text == PY.replace('\n\nif __name__', new + '\n\nif __name__') and kinds(r) == ["inserted"]
+
+
+def test_new_method_under_an_open_class_header() -> None:
+    """``class Store:`` continued by a deeper marker is a header, not a whole class to replace."""
+    upd = "class Store:\n    def keys(self):\n        return []\n\n    # ... existing code ...\n"
+    r = merge(PY, upd)
+    assert r.text == PY.replace("class Store:\n", "class Store:\n    def keys(self):\n        return []\n\n")
+
+
+def test_changed_lines_with_context() -> None:
+    upd = d('''
+        # ... existing code ...
+            def get(self, key):
+                path = os.path.join(self.root, key)
+                return load(path)
+
+
+        class Cache:
+        # ... existing code ...
+    ''')
+    r = merge(PY, upd)
+    assert r.text == PY.replace("        return load(os.path.join(self.root, key))\n",
+                                "        path = os.path.join(self.root, key)\n        return load(path)\n")
+
+
+def test_whitespace_insensitive_fallback() -> None:
+    src = "def f(a,b):\n    return a+b\n\n\ndef g():\n    return 0\n"
+    upd = "# ... existing code ...\ndef f(a, b):\n    return a + b + 1\n\n\ndef g():\n# ... existing code ...\n"
+    r = merge(src, upd)
+    assert r.text == "def f(a, b):\n    return a + b + 1\n\n\ndef g():\n    return 0\n"
+
+
+def test_file_edges() -> None:
+    src = "#!/usr/bin/env python\nimport os\nimport sys\n\n\ndef main():\n    pass\n"
+    r = merge(src, "#!/usr/bin/env python3\nimport os\n# ... existing code ...\n")  # the first line changed
+    assert r.text == src.replace("python\n", "python3\n", 1)
+    # A chunk that opens the update without a marker but matches mid-file keeps what comes before it.
+    assert merge(src, "def main():\n    return 1\n").text == src.replace("pass", "return 1")
+    # An update that ends without a marker ends the block it is in.
+    src2 = "def main():\n    run()\n    report()\n    cleanup()\n"
+    assert merge(src2, "# ... existing code ...\n    run()\n    report()\n").text == src2.replace("    cleanup()\n", "")
+    # ... and the file's last newline with it.
+    assert merge("x = 1\ny = 2", "x = 1\ny = 3\n").text == "x = 1\ny = 3\n"
+
+
+def test_crlf_original_stays_crlf() -> None:
+    src = "def f():\r\n    return 1\r\n\r\n\r\ndef g():\r\n    return 2\r\n"
+    r = merge(src, "# ... existing code ...\ndef g():\n    return 3\n")
+    assert r.text == src.replace("return 2", "return 3")
+
+
+def test_no_markers_and_nothing_matches_replaces_the_file() -> None:
+    r = merge("a = 1\nb = 2\n", "c = 3\n")
+    assert r.text == "c = 3\n" and kinds(r) == ["whole"]
+
+
+# ---------------------------------------------------------------------------------------------------- other languages
+RUST = d('''
+    use std::fmt;
+
+    #[derive(Debug)]
+    struct Point {
+        x: i32,
+    }
+
+    impl Point {
+        fn new() -> Self {
+            Point { x: 0 }
+        }
+
+        fn norm(&self) -> i32 {
+            self.x.abs()
+        }
+    }
+
+    impl fmt::Display for Point {
+        fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "{}", self.x)
+        }
+    }
+
+    fn main() {
+        println!("{}", Point::new());
+    }
+''')
+
+
+def test_rust_method_in_impl() -> None:
+    upd = d('''
+        // ... existing code ...
+        impl Point {
+            // ... existing code ...
+            fn norm(&self) -> i32 {
+                self.x * self.x
+            }
+        }
+        // ... existing code ...
+    ''')
+    r = merge(RUST, upd, "rust")
+    assert r.text == RUST.replace("self.x.abs()", "self.x * self.x")
+    assert kinds(r) == ["lines", "definition"] and r.placements[1].note == "impl Point.norm"
+
+
+def test_rust_function_alone() -> None:
+    upd = "// ...\nfn main() {\n    println!(\"{:?}\", Point::new());\n}\n"
+    r = merge(RUST, upd, "rust")
+    assert r.text == RUST.replace('println!("{}", Point::new());', 'println!("{:?}", Point::new());')
+
+
+JS = d('''
+    import x from "y";
+
+    export function f(a) {
+      return a;
+    }
+
+    const g = (b) => b * 2;
+
+    class C {
+      m() {
+        return 1;
+      }
+
+      n() {
+        return 2;
+      }
+    }
+''')
+
+
+def test_javascript_arrow_function_and_method() -> None:
+    r = merge(JS, "/* ... existing code ... */\nconst g = (b) => b * 3;\n/* ... existing code ... */\n", "javascript")
+    assert r.text == JS.replace("b * 2", "b * 3") and kinds(r) == ["definition"]
+    upd = "// ... existing code ...\nclass C {\n  // ... existing code ...\n  n() {\n    return 3;\n  }\n}\n"
+    assert merge(JS, upd, "javascript").text == JS.replace("return 2;", "return 3;")
+
+
+GO = d('''
+    package main
+
+    import "fmt"
+
+    type Point struct {
+    \tx int
+    }
+
+    func (p *Point) Norm() int {
+    \treturn p.x
+    }
+
+    func main() {
+    \tfmt.Println((&Point{}).Norm())
+    }
+''')
+
+
+def test_go_method_and_new_function() -> None:
+    upd = "// ... existing code ...\nfunc (p *Point) Norm() int {\n\treturn p.x * p.x\n}\n\nfunc Zero() int {\n\treturn 0\n}\n// ... existing code ...\n"
+    r = merge(GO, upd, "go")
+    want = GO.replace("\treturn p.x\n}\n", "\treturn p.x * p.x\n}\n\nfunc Zero() int {\n\treturn 0\n}\n")
+    assert r.text == want and r.placements[0].note == "Point.Norm"
+
+
+def test_guess_language() -> None:
+    assert guess_language(RUST) == "rust" and guess_language(GO) == "go" and guess_language(PY) == "python"
+    assert guess_language(JS) == "javascript" and merge(RUST, "// ...\nfn main() {}\n", "auto").text.endswith(
+        "fn main() {}\n")
+
+
+# ---------------------------------------------------------------------------------------------------- ambiguity, errors
+TWICE = "def a():\n    x = compute()\n    return x\n\n\ndef b():\n    x = compute()\n    return x\n"
+AMBIGUOUS = "# ... existing code ...\n    x = compute()\n    log(x)\n# ... existing code ...\n"
+
+
+def test_ambiguous_chunk_goes_to_the_chooser() -> None:
+    seen: list[int] = []
+
+    def second(chunk: str, contexts: Sequence[tuple[str, str]]) -> int:
+        seen.append(len(contexts))
+        assert chunk == "    x = compute()\n    log(x)\n" and contexts[1][0].startswith("def a():")
+        return 1
+
+    r = merge(TWICE, AMBIGUOUS, choose=second)
+    assert seen == [2] and kinds(r) == ["ambiguous"] and r.nfe == 1
+    assert r.text == TWICE.replace("def b():\n    x = compute()\n", "def b():\n    x = compute()\n    log(x)\n")
+    r = merge(TWICE, AMBIGUOUS)  # no chooser: the first place
+    assert r.text.startswith("def a():\n    x = compute()\n    log(x)\n") and "first" in r.placements[0].note
+
+
+def test_ambiguous_chunk_prefers_the_closest_place() -> None:
+    """Where the chunk's lines are found twice, the place most like the chunk wins, with no model."""
+    src = "def a():\n    x = 1\n    y = 'alpha'\n    return x\n\n\ndef b():\n    x = 1\n    y = 'beta'\n    return x\n"
+    upd = "# ... existing code ...\n    x = 1\n    y = 'betas'\n    return x\n# ... existing code ...\n"
+    r = merge(src, upd, choose=lambda c, xs: pytest.fail("the model is not needed"))
+    assert r.text == src.replace("'beta'", "'betas'") and kinds(r) == ["ambiguous"]
+
+
+def test_model_scores_ambiguous_places(tiny_engine: Engine) -> None:
+    r = tiny_engine.apply(TWICE, AMBIGUOUS)
+    assert kinds(r) == ["ambiguous"] and r.nfe == 1 and r.text.count("log(x)") == 1
+    assert tiny_engine.apply(TWICE, AMBIGUOUS, use_model=False).nfe == 0
+
+
+@pytest.mark.parametrize("update", ["# ... existing code ...\n", "", "\n\n", "// ...\n\n/* ... */\n"])
+def test_marker_only_update_is_refused(update: str) -> None:
+    with pytest.raises(ValueError, match="only marker lines"):
+        merge(PY, update)
+
+
+def test_unplaceable_chunk_is_named() -> None:
+    upd = "# ... existing code ...\nfoo(bar)\n# ... existing code ...\nimport os\n# ... existing code ...\n"
+    with pytest.raises(ValueError, match=r"chunk 1 of the update \(lines 2-2, starting 'foo\(bar\)'\)"):
+        merge(PY, upd)
+
+
+def test_size_limits_and_bad_unicode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(apply, "MAX_DOCUMENT_CHARS", 100)
+    with pytest.raises(ValueError, match="the original has"):
+        merge("x = 1\n" * 20, "x = 1\n")
+    with pytest.raises(ValueError, match="the update has"):
+        merge("x = 1\n", "x = 2\n" * 20)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="lone surrogate"):
+        merge("x = 1\n", "x = '\ud800'\n")
+
+
+def test_stream_and_segments() -> None:
+    upd = d('''
+        # ... existing code ...
+        class Cache:
+            # ... existing code ...
+            def get(self, key):
+                return key
+        # ... existing code ...
+    ''')
+    r = merge(PY, upd)
+    assert "".join(s for _, s in r.segments) == r.text and {k for k, _ in r.segments} == {-1, 0, 1}
+    passes = list(apply.stream(PY, upd))
+    assert [(p.index, p.masked, p.final) for p in passes] == [(0, 1, False), (1, 0, True)]
+    assert passes[-1].text == r.text and passes[0].text == PY  # the class header chunk changes nothing
+
+
+def test_engine_stream_apply(tiny_engine: Engine) -> None:
+    passes = list(tiny_engine.stream_apply(TWICE, "# ...\ndef b():\n    return 0\n"))
+    assert len(passes) == 1 and passes[0].final and passes[0].text.endswith("def b():\n    return 0\n")
+
+
+# ---------------------------------------------------------------------------------------------------- property
+_NAMES = st.lists(st.from_regex(r"[a-z]{3,8}", fullmatch=True), min_size=2, max_size=6, unique=True)
+_STATEMENTS = st.lists(st.sampled_from(["x = 1", "y = x + 2", "print(x)", "total += 1", "return x",
+                                        "items.append(y)", "if x:", "pass"]), min_size=1, max_size=5)
+
+
+def _python_def(name: str, body: list[str]) -> str:
+    lines = [f"def {name}(x):"]
+    for s in body:
+        lines.append("    " + s)
+        if s.endswith(":"):
+            lines.append("        pass")
+    return "\n".join(lines) + "\n"
+
+
+def _js_def(name: str, body: list[str]) -> str:
+    lines = [f"function {name}(x) {{"] + [f"  {s.rstrip(':')};" if not s.endswith(":") else "  if (x) {}"
+                                         for s in body]
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(names=_NAMES, bodies=st.lists(_STATEMENTS, min_size=6, max_size=6), new_body=_STATEMENTS,
+       pick=st.integers(0, 5), lang=st.sampled_from(["python", "javascript"]), header=st.booleans())
+def test_one_changed_definition_between_markers_applies_exactly(names: list[str], bodies: list[list[str]],
+                                                                 new_body: list[str], pick: int, lang: str,
+                                                                 header: bool) -> None:
+    make = _python_def if lang == "python" else _js_def
+    marker = "# ... existing code ..." if lang == "python" else "// ... existing code ..."
+    sep = "\n\n" if lang == "python" else "\n"
+    top = ("import os\n\n\n" if lang == "python" else "import os from 'os';\n\n") if header else ""
+    k = pick % len(names)
+    defs = [make(n, b) for n, b in zip(names, bodies, strict=False)]
+    original = top + sep.join(defs)
+    changed = make(names[k], new_body)
+    expected = top + sep.join(changed if i == k else x for i, x in enumerate(defs))
+    r = merge(original, f"{marker}\n{changed}{marker}\n", lang)
+    assert r.text == expected
+    assert kinds(r) == ["definition"]
+
+
+# ---------------------------------------------------------------------------------------------------- end to end
+@pytest.fixture(scope="module")
+def server(tiny_model: DiffusionLM, tiny_tokenizer: Tokenizer) -> Iterator[BackgroundServer]:
+    s = Settings(port=0, log_level="warning", max_document_chars=5_000)
+    with BackgroundServer(create_app(s, engine=Engine(tiny_model, tiny_tokenizer)), s) as srv:
+        yield srv
+
+
+UPDATE = "# ... existing code ...\nclass Cache:\n    # ... existing code ...\n    def get(self, key):\n        return key\n"
+MERGED = PY.replace("return None", "return key")
+
+
+def _content(original: str, update: str) -> str:
+    return (f"<|original_code|>\n{original}\n<|/original_code|>\n\n"
+            f"<|update_snippet|>\n{update}\n<|/update_snippet|>")
+
+
+def _post(server: BackgroundServer, **body: Any) -> httpx.Response:
+    return httpx.post(server.url + "/v1/apply/completions", json=body, timeout=TIMEOUT)
+
+
+def test_http_apply(server: BackgroundServer) -> None:
+    r = _post(server, model="edit-engine", messages=[{"role": "system", "content": "merge"},
+                                                     {"role": "user", "content": _content(PY, UPDATE)}])
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["object"] == "chat.completion" and body["model"] == "edit-engine" and body["id"].startswith("chatcmpl-")
+    assert body["choices"] == [{"index": 0, "message": {"role": "assistant", "content": MERGED},
+                                "finish_reason": "stop"}]
+    u = body["usage"]
+    assert u["prompt_tokens"] > u["completion_tokens"] > 0 and u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
+    # Content as a list of text parts, as OpenAI clients may send it.
+    parts = [{"type": "text", "text": _content(PY, UPDATE)}]
+    assert _post(server, messages=[{"role": "user", "content": parts}]).json()["choices"][0]["message"]["content"] == MERGED
+
+
+def test_http_apply_streams_the_merged_file(server: BackgroundServer) -> None:
+    with httpx.stream("POST", server.url + "/v1/apply/completions", timeout=TIMEOUT,
+                      json={"messages": [{"role": "user", "content": _content(PY, UPDATE)}], "stream": True}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = [line.removeprefix("data: ") for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-1]["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "stop"}
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == MERGED
+    assert len(chunks) >= 4  # role, the pieces of the file, the end
+
+
+@pytest.mark.parametrize("body, status, code", [
+    ({"messages": [{"role": "user", "content": "merge this"}]}, 400, "invalid_params"),
+    ({"messages": [{"role": "system", "content": _content(PY, UPDATE)}]}, 400, "invalid_params"),
+    ({"messages": [{"role": "user", "content": _content(PY, "# ... existing code ...")}]}, 400, "invalid_params"),
+    ({"messages": []}, 400, "invalid_params"),
+    ({"model": "gpt-4", "messages": [{"role": "user", "content": _content(PY, UPDATE)}]}, 404, "model_not_found"),
+    ({"messages": [{"role": "user", "content": _content("x = 1\n" * 1000, UPDATE)}]}, 413, "max_document_chars"),
+])
+def test_http_apply_errors(server: BackgroundServer, body: dict[str, Any], status: int, code: str) -> None:
+    r = _post(server, **body)
+    assert r.status_code == status and r.json()["error"]["code"] == code
+
+
+def test_http_apply_is_documented(server: BackgroundServer) -> None:
+    op = httpx.get(server.url + "/openapi.json", timeout=TIMEOUT).json()["paths"]["/v1/apply/completions"]["post"]
+    assert {"200", "400", "401", "404", "413", "500", "503"} <= set(op["responses"])
+    assert "text/event-stream" in op["responses"]["200"]["content"]
+
+
+def test_websocket_apply(server: BackgroundServer) -> None:
+    with connect(server.ws_url, open_timeout=TIMEOUT) as ws:
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": rpc.APPLY,
+                            "params": {"original": PY, "update": UPDATE, "languageId": "python"}}))
+        m = json.loads(ws.recv(timeout=TIMEOUT))
+        assert m["id"] == 1 and m["result"]["text"] == MERGED and m["result"]["elapsedMs"] >= 0
+        assert [p["kind"] for p in m["result"]["placements"]] == ["lines", "definition"]
+        assert m["result"]["placements"][1] == {"chunk": 1, "kind": "definition", "start": 20, "end": 22,
+                                                "updateStart": 3, "updateEnd": 5, "note": "Cache.get"}
+        for rid, params, code in [(2, {"original": PY, "update": "// ...\n"}, rpc.INVALID_PARAMS),
+                                  (3, {"original": PY}, rpc.INVALID_PARAMS),
+                                  (4, {"original": 1, "update": "x"}, rpc.INVALID_PARAMS),
+                                  (5, {"original": "x" * 6000, "update": "x"}, rpc.SERVER_OVERLOADED)]:
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": rpc.APPLY, "params": params}))
+            m = json.loads(ws.recv(timeout=TIMEOUT))
+            assert m["id"] == rid and m["error"]["code"] == code, m
+        # The connection still serves.
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 6, "method": rpc.APPLY,
+                            "params": {"original": RUST, "update": "// ...\nfn main() {}\n", "languageId": "auto"}}))
+        assert json.loads(ws.recv(timeout=TIMEOUT))["result"]["text"].endswith("fn main() {}\n")
+
+
+# ---------------------------------------------------------------------------------------------------- the benchmark
+def test_synthetic_apply_set_scores_at_least_95_percent() -> None:
+    cases = apply_set.synthetic_cases()
+    assert len(cases) >= 40 and {c.edit for c in cases} == set(apply_set.EDITS)
+    assert {c.style for c in cases} >= {"definition", "lines"}
+    outcomes = apply_set.run(cases, lambda o, u, lang: merge(o, u, lang))
+    s = apply_set.summary("apply-synthetic", outcomes)
+    assert s["exact_match"] >= 0.95, [o for o in outcomes if not o.exact]
+    assert s["errors"] == 0 and s["p50_ms"] < 50 and "exact match" in apply_set.table(s)
+
+
+def test_snippet_elides_with_markers() -> None:
+    before = PY
+    after = PY.replace("return None", "return key")
+    update, style = apply_set.snippet(before, after, context=2) or ("", "")
+    cache = "".join(after.splitlines(keepends=True)[16:22])  # class Cache, small enough to show whole
+    assert style == "definition" and update == f"# ... existing code ...\n{cache}# ... existing code ...\n"
+    assert merge(before, update).text == after
+    assert apply_set.snippet(PY, PY) is None
+
+
+def test_eval_command(tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from edit_engine.cli import main
+
+    out = tmp_path / "apply.json"
+    assert main(["eval", "--benchmark", "apply-synthetic", "--limit", "12", "--model", str(tiny_checkpoint),
+                 "--json", "--no-progress", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["cases"] == 12 and summary["exact_match"] >= 0.9 and "p95_ms" in summary
+    written = json.loads(out.read_text())
+    assert len(written["results"]) == 12 and written["exact"] == summary["exact"]
