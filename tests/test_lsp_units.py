@@ -1,7 +1,10 @@
-"""Unit and property tests of the language server's conversion layer: document edits and settings."""
+"""Unit and property tests of the language server's conversion layer: document edits and their line index, message
+framing, and settings."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 
-from edit_engine.lsp.handlers import apply_change
+from edit_engine import protocol
+from edit_engine.lsp.documents import Document, apply_change
 from edit_engine.lsp.settings import Settings, parse
-from edit_engine.positions import ENCODINGS, offset_to_position
+from edit_engine.lsp.transport import Framer
+from edit_engine.positions import ENCODINGS, line_starts, offset_to_position, position_to_offset
 
 # Text with the characters that make encodings differ: ASCII, 2- and 3-byte UTF-8, astral (surrogate pairs in
 # UTF-16), and every LSP line break.
@@ -46,6 +51,107 @@ def test_incremental_change_round_trips(text: str, new: str, data: st.DataObject
 @given(TEXTS, TEXTS)
 def test_whole_document_change_replaces_the_text(text: str, new: str) -> None:
     assert apply_change(text, types.TextDocumentContentChangeWholeDocument(text=new), "utf-16") == new
+
+
+@settings(max_examples=150, deadline=None)
+@given(TEXTS, st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), TEXTS), max_size=8), st.sampled_from(ENCODINGS),
+       st.data())
+def test_the_line_index_follows_every_edit(text: str, edits: list[tuple[float, float, str]], encoding: Any,
+                                           data: st.DataObject) -> None:
+    """The document's line index, updated edit by edit, is the index of the text built from scratch; its position
+    conversions are ``edit_engine.positions``' (out-of-range positions included)."""
+    doc = Document("file:///t.py", text, 1, "python")
+    for fa, fb, new in edits:
+        a, b = sorted((round(fa * len(doc.text)), round(fb * len(doc.text))))
+        if _inside_crlf(doc.text, a) or _inside_crlf(doc.text, b):
+            continue
+        expected = doc.text[:a] + new + doc.text[b:]
+        doc.apply(types.TextDocumentContentChangePartial(range=_range(doc.text, a, b, encoding), text=new), encoding)
+        assert doc.text == expected
+        assert doc.index.starts.tolist() == line_starts(doc.text)
+    for _ in range(4):
+        line, character = data.draw(st.integers(0, 12)), data.draw(st.integers(0, 12))
+        assert doc.offset(line, character, encoding) == position_to_offset(doc.text, line, character, encoding)
+        offset = data.draw(st.integers(0, len(doc.text)))
+        assert doc.position(offset, encoding) == offset_to_position(doc.text, offset, encoding)
+
+
+JSON_BODIES = st.dictionaries(st.text(max_size=6), st.text(max_size=20) | st.integers(), max_size=3).map(
+    lambda d: json.dumps({"jsonrpc": "2.0", "method": "m", "params": d}).encode())
+
+
+def _framed(body: bytes, length: int | None = None) -> bytes:
+    return b"Content-Length: %d\r\n\r\n" % (len(body) if length is None else length) + body
+
+
+def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    return [data[i:j] for i, j in zip(points, points[1:], strict=False)]
+
+
+@st.composite
+def broken(draw: st.DrawFn) -> bytes:
+    """Bytes that are not one well-framed message."""
+    body = draw(JSON_BODIES)
+    return draw(st.sampled_from([
+        _framed(body, len(body) + draw(st.integers(1, 300))),  # too long
+        _framed(body, draw(st.integers(0, len(body) - 1))),  # too short
+        _framed(body)[:draw(st.integers(0, len(body)))],  # truncated
+        b"Content-Length: x\r\n\r\n" + body, b"Content-Type: a\r\n\r\n" + body,  # no usable length
+        _framed(body, 2**40), b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n" + body,  # over the limit
+        b"Content-Length: 7\r\n", draw(st.binary(max_size=50))]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(JSON_BODIES, min_size=1, max_size=4), st.lists(broken(), max_size=3), st.lists(st.integers(0, 10**6)))
+def test_framing_recovers_at_the_next_header(good: list[bytes], noise: list[bytes], cuts: list[int]) -> None:
+    """Whatever came before (a wrong length, a truncated body, a header without a length, noise) and however the
+    stream is cut into reads, the well-framed messages after it come out whole and last."""
+    stream = b"".join(noise) + b"".join(_framed(b) for b in good)
+    framer = Framer(max_bytes=2**20)
+    frames = [f for chunk in _chunks(stream, cuts) for f in framer.feed(chunk)]
+    assert [f.body for f in frames[-len(good):]] == good
+    assert all(f.problem is None for f in frames[-len(good):])
+    if not noise:
+        assert len(frames) == len(good) and framer.skipped == []
+
+
+def test_a_length_too_large_waits_then_yields_to_the_next_message() -> None:
+    framer = Framer()
+    first = b'{"jsonrpc": "2.0", "method": "a"}'
+    assert framer.feed(_framed(first, len(first) + 100)) == []  # it may still be arriving
+    second = b'{"jsonrpc": "2.0", "method": "b"}'
+    cut, whole = framer.feed(_framed(second))
+    assert (cut.body, whole.body, whole.problem) == (first, second, None)
+    assert cut.problem is not None and "next message" in cut.problem
+
+
+def test_the_document_limit_is_the_http_servers() -> None:
+    from edit_engine.serve.settings import Settings as ServeSettings
+
+    assert ServeSettings().max_document_chars == protocol.MAX_DOCUMENT_CHARS
+
+
+def test_logging_defaults_keep_stderr_for_warnings() -> None:
+    """Editors show every stderr line as an error: INFO goes to stderr only when asked for; a log file gets INFO."""
+    import logging
+
+    from edit_engine.lsp.cli import configure_logging
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        configure_logging(None, None)
+        assert root.level == logging.WARNING
+        configure_logging(None, "INFO")
+        assert root.level == logging.INFO
+        configure_logging(os.devnull, None)
+        assert root.level == logging.INFO
+    finally:
+        for h in root.handlers:
+            h.close()
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
 
 
 def test_settings_defaults_and_valid_values(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """``edit-engine lsp``: the language server on stdio (or ``--tcp PORT``).
 
 Only argparse code at import time; pygls and torch are imported inside the handler. stdout is the LSP channel,
-so logs go to ``--log-file`` (or stderr, which editors show in their LSP log) and to ``window/logMessage``.
+so logs go to ``--log-file`` (INFO and above unless ``--log-level`` says otherwise) or to stderr (WARNING and
+above: editors show all of stderr as errors in their LSP log), and to ``window/logMessage``.
 """
 
 from __future__ import annotations
@@ -24,19 +25,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--model", help="checkpoint directory (default: the packaged model; a client's "
                                    "initializationOptions.modelPath overrides it)")
     p.add_argument("--log-file", help="write the server log (and editEngine/accepted telemetry) here")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="default: INFO into --log-file, WARNING on stderr (editors show stderr as errors)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     add_dtype_arg(p)
 
 
-def configure_logging(log_file: str | None, level: str) -> None:
-    """Logs to a file, or to stderr; never to stdout."""
+def configure_logging(log_file: str | None, level: str | None) -> None:
+    """Logs to a file, or to stderr; never to stdout. ``level`` None: INFO into a file, WARNING on stderr."""
     handler: logging.Handler = logging.FileHandler(log_file, encoding="utf-8") if log_file else \
         logging.StreamHandler()  # stderr
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(level or ("INFO" if log_file else "WARNING"))
     logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message body at INFO
 
 
@@ -62,9 +64,6 @@ def _lsp(a: argparse.Namespace) -> int:
     for w in warnings:
         logging.getLogger("lsp").warning("%s", w)
     server = create_server(settings)
-    if a.tcp:
-        server.start_tcp(a.host, a.tcp)
-    else:
-        server.start_io()
-    return 0
+    # The exit code: 0 after shutdown + exit (or when the client closes the stream), 1 for exit without shutdown.
+    return server.start_tcp(a.host, a.tcp) if a.tcp else server.start_io()
 

@@ -4,7 +4,12 @@ Every request that runs the model goes through ``_fill``: it supersedes the requ
 document, pulls the engine's passes one at a time in a worker thread (so the event loop keeps reading
 ``$/cancelRequest`` and ``didChange`` between passes), checks after each pass that the document has not
 changed, optionally streams the pass to the client as ``editEngine/pass``, and returns the last pass. Position
-conversions all go through ``edit_engine.positions``; nothing here knows about tokens or the model.
+conversions go through each document's line index (``lsp.documents``, which follows ``edit_engine.positions``);
+nothing here knows about tokens or the model.
+
+Documents over ``protocol.MAX_DOCUMENT_CHARS`` (the HTTP server's limit too) are kept in sync but never sent to
+the model: the user is told once (``window/showMessage``), completions come back empty and ``editEngine/infill``
+is answered -32001.
 """
 
 from __future__ import annotations
@@ -12,43 +17,40 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import (
+    FeatureRequestError,
     JsonRpcContentModified,
-    JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
+    JsonRpcServerError,
 )
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, LanguageServerProtocol
 
 from edit_engine import Engine, Pass, protocol
-from edit_engine.positions import ENCODINGS, Encoding, offset_to_position, position_to_offset
+from edit_engine.positions import ENCODINGS, Encoding
 
 from . import settings as settings_mod
+from . import transport
+from .documents import Document, apply_change
+from .rpc import Protocol
 from .settings import Settings
+
+__all__ = ["Document", "EditEngineServer", "apply_change"]
 
 log = logging.getLogger("lsp")
 telemetry_log = logging.getLogger("lsp.telemetry")
+T = TypeVar("T")
 
 # LSP language ids -> engine language names (the rest pass through unchanged).
 LANGUAGE_IDS = {"typescriptreact": "tsx", "javascriptreact": "javascript"}
-
-
-@dataclass
-class Document:
-    """The server's copy of an open document (the engine gets ``text``; ``version`` guards staleness)."""
-
-    uri: str
-    text: str
-    version: int
-    language: str
 
 
 @dataclass(frozen=True)
@@ -64,35 +66,10 @@ class Fill:
     stop_reason: str
 
 
-class Protocol(LanguageServerProtocol):
-    """pygls' protocol, except that our methods' params stay plain JSON, and a request whose params do not parse
-    is answered with -32602.
-
-    (pygls logs such a message and drops it, which leaves the client waiting for an answer forever.)
-    """
-
-    def structure_message(self, data: dict[str, Any]) -> Any:
-        if isinstance(data, dict) and data.get("method") in (protocol.INFILL, protocol.ACCEPTED):
-            # Our own methods get their params as plain JSON (pygls would make namedtuples of them).
-            if "id" in data:
-                return JsonRPCRequestMessage(id=data["id"], method=data["method"], jsonrpc=data.get("jsonrpc", ""),
-                                             params=data.get("params"))
-            return JsonRPCNotification(method=data["method"], jsonrpc=data.get("jsonrpc", ""),
-                                       params=data.get("params"))
-        try:
-            return super().structure_message(data)
-        except JsonRpcException as e:
-            if not (isinstance(data, dict) and "id" in data and "method" in data):
-                raise
-            msg = f"invalid params for {data['method']}"
-            self._send_response(data["id"], error=types.ResponseError(protocol.INVALID_PARAMS, msg))
-            log.warning("%s (%s)", msg, e)
-            # Something harmless for handle_message: a notification nobody handles.
-            return JsonRPCNotification(method="$/editEngine/invalidParams", jsonrpc="2.0", params=None)
-
-
 class EditEngineServer(LanguageServer):
     """Connection state: settings, open documents, the engine, and the request in flight per document."""
+
+    protocol: Protocol
 
     def __init__(self, settings: Settings | None = None) -> None:
         from edit_engine import __version__
@@ -102,12 +79,55 @@ class EditEngineServer(LanguageServer):
         self.settings = settings or Settings()
         self.documents: dict[str, Document] = {}
         self.inflight: dict[str, asyncio.Task[Any]] = {}
+        self.model_jobs = 0  # calls queued or running on the model thread
+        self._jobs_lock = threading.Lock()
+        self.too_large: set[str] = set()  # documents over the limit that the user has been told about
+        self.unknown: set[str] = set()  # documents changed without being opened (logged once each)
         self._engine: Engine | None = None
         self._engine_path: str | None = None
         self._engine_lock: asyncio.Lock | None = None
         # One thread runs the model: passes are CPU-bound (torch uses its own intra-op threads), and with a
         # queue of one a superseded request's pass is dropped before it starts instead of competing for cores.
         self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edit-engine-model")
+
+    # ------------------------------------------------------------------ running
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> int:  # type: ignore[override]
+        """Serve one client over stdio (``lsp.transport``); returns the process exit code."""
+        try:
+            return transport.run_stdio(self.protocol, stdin, stdout)
+        finally:
+            self.model_thread.shutdown(wait=False, cancel_futures=True)
+
+    def start_tcp(self, host: str, port: int) -> int:  # type: ignore[override]
+        """Serve the first client that connects to ``host:port``; returns the process exit code."""
+        try:
+            return transport.run_tcp(self.protocol, host, port)
+        finally:
+            self.model_thread.shutdown(wait=False, cancel_futures=True)
+
+    def submit_model(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """``fn(*args)`` on the model thread, counted in ``model_jobs`` until it has run (or was dropped)."""
+        with self._jobs_lock:
+            self.model_jobs += 1
+        job = self.model_thread.submit(fn, *args)
+        job.add_done_callback(self._job_done)
+        return job
+
+    def run_model(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``submit_model`` to await (cancelling the awaitable drops the call if it has not started)."""
+        return asyncio.wrap_future(self.submit_model(fn, *args))
+
+    def _job_done(self, _: Future[Any]) -> None:
+        with self._jobs_lock:
+            self.model_jobs -= 1
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls calls this for every error; one outside a request (a notification handler raised) is logged
+        here and shown to the user as pygls does. A request's error is in its answer (and logged by ``rpc``)."""
+        if source is FeatureRequestError:
+            return
+        log.error("%s", error, exc_info=error)
+        super().report_server_error(error, source)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -120,12 +140,16 @@ class EditEngineServer(LanguageServer):
         value = getattr(enc, "value", enc)
         return value if value in ENCODINGS else "utf-16"  # type: ignore[return-value]
 
-    def log_message(self, level: int, message: str) -> None:
-        """Log to the server log and to the client's output (``window/logMessage``)."""
+    def log_message(self, level: int, message: str, show: bool = False) -> None:
+        """Log to the server log and to the client's output (``window/logMessage``; ``show``: as a message the
+        user sees, ``window/showMessage``)."""
         log.log(level, "%s", message)
         kind = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning}.get(
             level, types.MessageType.Info)
-        self.window_log_message(types.LogMessageParams(type=kind, message=f"edit-engine: {message}"))
+        if show:
+            self.window_show_message(types.ShowMessageParams(type=kind, message=f"edit-engine: {message}"))
+        else:
+            self.window_log_message(types.LogMessageParams(type=kind, message=f"edit-engine: {message}"))
 
     def apply_settings(self, options: Any) -> None:
         self.settings, warnings = settings_mod.parse(options, self.settings)
@@ -147,11 +171,9 @@ class EditEngineServer(LanguageServer):
             if self._engine is None or self._engine_path != path:
                 t0 = time.perf_counter()
                 try:
-                    self._engine = await asyncio.get_running_loop().run_in_executor(
-                        self.model_thread, Engine.load, path)
+                    self._engine = await self.run_model(Engine.load, path)
                     # Warm it on the model thread, so the first fill is not the slow one.
-                    warm = await asyncio.get_running_loop().run_in_executor(
-                        self.model_thread, self._engine.warm_up)
+                    warm = await self.run_model(self._engine.warm_up)
                     log.info("warm-up took %.0f ms", warm)
                 except Exception as e:  # unreadable checkpoint: every request says so
                     self.log_message(logging.ERROR, f"cannot load the model: {e}")
@@ -169,49 +191,58 @@ class EditEngineServer(LanguageServer):
 
     def offset(self, doc: Document, pos: types.Position) -> int:
         try:
-            return position_to_offset(doc.text, pos.line, pos.character, self.encoding)
+            return doc.offset(pos.line, pos.character, self.encoding)
         except ValueError as e:
             raise JsonRpcInvalidParams(str(e)) from e
 
-    def lsp_range(self, text: str, start: int, end: int) -> types.Range:
-        sl, sc = offset_to_position(text, start, self.encoding)
-        el, ec = offset_to_position(text, end, self.encoding)
+    def lsp_range(self, doc: Document, start: int, end: int) -> types.Range:
+        (sl, sc), (el, ec) = doc.position(start, self.encoding), doc.position(end, self.encoding)
         return types.Range(types.Position(sl, sc), types.Position(el, ec))
+
+    def check_size(self, doc: Document) -> None:
+        """Tell the user once when a document grows over the limit (and again if it shrinks and grows back)."""
+        if len(doc.text) <= protocol.MAX_DOCUMENT_CHARS:
+            self.too_large.discard(doc.uri)
+        elif doc.uri not in self.too_large:
+            self.too_large.add(doc.uri)
+            self.log_message(logging.WARNING, f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
+                             f"{protocol.MAX_DOCUMENT_CHARS:,}: no completions for it", show=True)
 
 
 # ---------------------------------------------------------------------------------------------- documents
-def apply_change(text: str, change: Any, encoding: Encoding) -> str:
-    """Apply one ``TextDocumentContentChangeEvent`` (incremental or whole) to ``text``."""
-    rng = getattr(change, "range", None)
-    if rng is None:
-        return str(change.text)
-    start = position_to_offset(text, rng.start.line, rng.start.character, encoding)
-    end = position_to_offset(text, rng.end.line, rng.end.character, encoding)
-    if end < start:
-        start, end = end, start
-    return text[:start] + change.text + text[end:]
-
-
 def did_open(ls: EditEngineServer, params: types.DidOpenTextDocumentParams) -> None:
     td = params.text_document
     lang = LANGUAGE_IDS.get(td.language_id, td.language_id)
-    ls.documents[td.uri] = Document(td.uri, td.text, td.version, lang)
+    ls.documents[td.uri] = doc = Document(td.uri, td.text, td.version, lang)
+    ls.unknown.discard(td.uri)
+    ls.check_size(doc)
 
 
 def did_change(ls: EditEngineServer, params: types.DidChangeTextDocumentParams) -> None:
-    doc = ls.documents.get(params.text_document.uri)
-    if doc is None:
-        log.warning("didChange for %s, which is not open", params.text_document.uri)
+    uri = params.text_document.uri
+    doc = ls.documents.get(uri)
+    if doc is None:  # a client bug, or a didOpen the transport had to skip: said once per document
+        if uri not in ls.unknown:
+            if len(ls.unknown) > 1000:
+                ls.unknown.clear()
+            ls.unknown.add(uri)
+            log.warning("didChange for %s, which is not open: ignored", uri)
         return
-    text = doc.text
-    for change in params.content_changes:
-        text = apply_change(text, change, ls.encoding)
-    doc.text, doc.version = text, params.text_document.version
+    try:
+        for change in params.content_changes:
+            doc.apply(change, ls.encoding)
+    except ValueError as e:  # the copy no longer matches the editor's: forget it rather than fill on wrong text
+        del ls.documents[uri]
+        log.warning("cannot apply a change to %s (%s): closed until it is opened again", uri, e)
+        return
+    doc.version = params.text_document.version
+    ls.check_size(doc)
     # Requests in flight for this document notice the new version after their current pass.
 
 
 def did_close(ls: EditEngineServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.documents.pop(params.text_document.uri, None)
+    ls.too_large.discard(params.text_document.uri)
     if ls.loaded_engine is not None:
         ls.loaded_engine.close_document(params.text_document.uri)
     task = ls.inflight.pop(params.text_document.uri, None)
@@ -242,17 +273,24 @@ def accepted(ls: EditEngineServer, params: Any) -> None:
     telemetry_log.info("accepted %s", json.dumps(record, sort_keys=True))
 
 
+def status(ls: EditEngineServer, params: Any) -> dict[str, Any]:
+    """``editEngine/status``: what the server holds and has in flight (cheap: counts only)."""
+    return {"documents": len(ls.documents), "inflight": len(ls.inflight), "modelJobs": ls.model_jobs,
+            "requests": len(ls.protocol._request_futures), "maxDocumentChars": protocol.MAX_DOCUMENT_CHARS}
+
+
 # ---------------------------------------------------------------------------------------------- the model
-async def _next(ls: EditEngineServer, gen: Iterator[Pass]) -> Pass | None:
-    """The next pass, computed on the model thread. If the request is cancelled while this pass is still
-    queued behind another request's, it never runs."""
-    return await asyncio.get_running_loop().run_in_executor(ls.model_thread, next, gen, None)
+def _too_large(doc: Document) -> bool:
+    return len(doc.text) > protocol.MAX_DOCUMENT_CHARS
 
 
 async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tuple[int, int] | None = None,
                 max_tokens: int | None = None) -> Fill:
     """Run the model at ``offset`` (or over ``selection``) of ``doc``; stream passes if the client asked."""
     t0 = time.perf_counter()
+    if _too_large(doc):
+        raise JsonRpcServerError(f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
+                                 f"{protocol.MAX_DOCUMENT_CHARS:,}", protocol.SERVER_OVERLOADED)
     request_id = ls.protocol.msg_id
     task = asyncio.current_task()
     assert task is not None
@@ -265,7 +303,8 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
     gen: Iterator[Pass] | None = None
     try:
         engine = await ls.engine()
-        # uri: the engine keeps the document's syntax tree and re-parses it incrementally next time.
+        # uri: the engine keeps the document's syntax tree and re-parses it incrementally next time. The
+        # generator plans (parses) on its first pass, so that too runs on the model thread.
         gen = engine.stream_complete(text, offset, language=doc.language, selection=selection,
                                      max_tokens=max_tokens or settings.max_tokens, uri=doc.uri,
                                      **settings.overrides())
@@ -273,19 +312,20 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
         rng: types.Range | None = None
         while True:
             try:
-                p = await _next(ls, gen)
+                # If the request is cancelled while its pass is still queued behind another's, it never runs.
+                p = await ls.run_model(next, gen, None)
             except ValueError as e:  # the engine rejects the input (e.g. document too large)
                 raise JsonRpcInvalidParams(str(e)) from e
             if p is None:
                 break
-            if doc.version != version or ls.documents.get(doc.uri) is not doc:
+            if doc.version != version or doc.text is not text or ls.documents.get(doc.uri) is not doc:
                 raise JsonRpcContentModified(f"{doc.uri} changed while the request ran (version {version})")
             if rng is None:
-                rng = ls.lsp_range(text, p.start, p.end)
+                rng = ls.lsp_range(doc, p.start, p.end)  # doc.text is still ``text``
             if settings.stream_passes and request_id is not None:
                 ls.protocol.notify(protocol.PASS, protocol.pass_params(
                     request_id, p.index, p.final, p.text, p.masked, uri=doc.uri, version=version,
-                    range_=_range_json(rng)))
+                    range_=_range_json(rng), preview=p.preview))
             last = p
             if p.final:
                 break
@@ -297,14 +337,23 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
                  fill.elapsed_ms, fill.stop_reason)
         return fill
     finally:
-        close = getattr(gen, "close", None)
-        if close is not None:
-            try:
-                close()  # a generator: stops the model before its next forward pass
-            except ValueError:  # cancelled mid-pass: close it on the model thread once that pass is done
-                ls.model_thread.submit(close)
+        _close(ls, gen)
         if ls.inflight.get(doc.uri) is task:
             del ls.inflight[doc.uri]
+
+
+def _close(ls: EditEngineServer, gen: Iterator[Pass] | None) -> None:
+    """Stop the engine's generator before its next forward pass."""
+    close = getattr(gen, "close", None)
+    if close is None:
+        return
+    try:
+        close()
+    except ValueError:  # cancelled mid-pass: close it on the model thread once that pass is done
+        try:
+            ls.submit_model(close)
+        except RuntimeError:  # the server is stopping: the model thread takes no more work
+            pass
 
 
 def _range_json(rng: types.Range) -> dict[str, Any]:
@@ -314,7 +363,10 @@ def _range_json(rng: types.Range) -> dict[str, Any]:
 async def inline_completion(ls: EditEngineServer,
                             params: types.InlineCompletionParams) -> types.InlineCompletionList:
     doc = ls.document(params.text_document.uri)
-    fill = await _fill(ls, doc, ls.offset(doc, params.position))
+    offset = ls.offset(doc, params.position)
+    if _too_large(doc):  # the user was told when the document grew over the limit
+        return types.InlineCompletionList(items=[])
+    fill = await _fill(ls, doc, offset)
     if not fill.text:
         return types.InlineCompletionList(items=[])
     return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=fill.text, range=fill.range)])
@@ -324,10 +376,12 @@ async def completion(ls: EditEngineServer, params: types.CompletionParams) -> ty
     """Fallback for clients without inline completion: one item whose ``textEdit`` is the fill."""
     doc = ls.document(params.text_document.uri)
     offset = ls.offset(doc, params.position)
+    if _too_large(doc):
+        return types.CompletionList(is_incomplete=False, items=[])
     fill = await _fill(ls, doc, offset)
     if not fill.text:
         return types.CompletionList(is_incomplete=True, items=[])
-    start = position_to_offset(doc.text, fill.range.start.line, fill.range.start.character, ls.encoding)
+    start = ls.offset(doc, fill.range.start)  # the document is still the one the fill is for
     typed = doc.text[start:offset] if start <= offset else ""
     label = fill.text.strip().splitlines()[0] if fill.text.strip() else fill.text
     item = types.CompletionItem(

@@ -3,7 +3,8 @@
 Capabilities: incremental text sync, ``textDocument/inlineCompletion`` (LSP 3.18), ``textDocument/completion``
 (fallback: one item whose ``textEdit`` is the fill), the custom request ``editEngine/infill``, the client
 notification ``editEngine/accepted`` (telemetry), and ``editEngine/pass`` notifications while denoising when
-the client sets ``initializationOptions.streamPasses``.
+the client sets ``initializationOptions.streamPasses``, and the request ``editEngine/status`` (counts of open
+documents and of work in flight).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from edit_engine import protocol
 
 from . import handlers
 from .handlers import EditEngineServer
+from .rpc import STATUS
 from .settings import Settings
 
 
@@ -31,4 +33,5 @@ def create_server(settings: Settings | None = None) -> EditEngineServer:
     ls.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())(handlers.completion)
     ls.feature(protocol.INFILL)(handlers.infill)
     ls.feature(protocol.ACCEPTED)(handlers.accepted)
+    ls.feature(STATUS)(handlers.status)
     return ls
