@@ -33,7 +33,7 @@ def test_every_benchmark_is_documented() -> None:
     readme = (BENCHMARKS / "README.md").read_text()
     files = sorted(p for p in BENCHMARKS.iterdir() if p.suffix in (".py", ".sh"))
     assert [p.name for p in files] == ["algorithm_corpus.sh", "bench_batching.py", "editing_session.py",
-                                       "gpu_bench.sh", "gpu_train.sh", "load_ws.py", "pair_runs.py",
+                                       "gpu_bench.sh", "gpu_train.sh", "load_ray.py", "load_ws.py", "pair_runs.py",
                                        "soak.py", "sweep_commit.py"]
     for p in files:
         assert f"benchmarks/{p.name}" in p.read_text(), f"{p.name} does not show its command"
@@ -140,6 +140,26 @@ def test_load_ws_smoke(tiny_checkpoint: Path, tmp_path: Path) -> None:
     assert res["sent"] == res["answered"] == res["ok"] == 4 and res["errors"] == res["lost"] == 0
     assert res["server"]["forward_passes"] > 0 and not res["problems"]
     assert stdout.startswith("| clients |")
+
+
+@pytest.mark.slow
+def test_load_ray_smoke(tmp_path: Path) -> None:
+    """The single server and one Ray replica (a local Ray instance) under the same short load: every request
+    answered, the sessions' context lookups counted, both servers stopped; the record where ``--json`` says."""
+    pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install 'edit-engine[ray]')")
+    out = tmp_path / "r" / "load_ray.json"
+    stdout = ok(bench("load_ray.py", "--tiny", "--targets", "single,ray1", "--clients", "2", "--duration", "2",
+                      "--max-requests", "4", "--max-tokens", "4", "--cancel-fraction", "0", "--sessions", "1",
+                      "--session-requests", "3", "--json", str(out), timeout=600, cwd=tmp_path))
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["target"] for r in rows] == ["single", "ray1"]
+    for r in rows:
+        assert r["sent"] == r["answered"] == r["ok"] == 4 and r["errors"] == r["lost"] == 0
+        assert r["exit"] in (0, -15)  # stopped by SIGTERM: uvicorn's exit, or --ray's clean one
+        assert r["forward_passes"] > 0 and r["requests_per_forward_pass"] >= 1 and r["server_tree_rss_mib"] > 0
+    assert rows[1]["sessions"]["answered"] == 3 and rows[1]["sessions"]["lookups"] == 3
+    assert len(rows[1]["replica_rss_mib"]) == 1 and stdout.startswith("| target |")
 
 
 def test_soak_smoke(tiny_checkpoint: Path, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from ..cli_args import is_loopback
+from ..protocol import MAX_DOCUMENT_CHARS
 
 ENV_PREFIX = "EDIT_ENGINE_"
 
@@ -44,7 +45,8 @@ class Settings:
     max_queue: int = field(default=64, metadata=_help("requests waiting for a batch slot; beyond it: overloaded"))
     # Limits: over any of them the request gets a clear error (-32001, HTTP 413/429/503), never a drop.
     max_request_bytes: int = field(default=1_000_000, metadata=_help("largest request body or websocket frame"))
-    max_document_chars: int = field(default=500_000, metadata=_help("largest document (prefix + suffix, or text)"))
+    max_document_chars: int = field(default=MAX_DOCUMENT_CHARS, metadata=_help(
+        "largest document (prefix + suffix, or text); the language server's limit too"))
     max_tokens: int = field(default=256, metadata=_help("largest maxTokens a request may ask for"))
     max_inflight_per_connection: int = field(default=8, metadata=_help("requests in flight on one websocket"))
     max_connections: int = field(default=256, metadata=_help(
@@ -60,6 +62,28 @@ class Settings:
         "own pages (comma-separated)"))
     retry_after_s: int = field(default=1, metadata=_help("Retry-After seconds sent with overload answers"))
     log_level: str = field(default="info", metadata=_help("uvicorn log level"))
+    # Scale-out on Ray Serve (``edit-engine serve --ray``, ``edit_engine.serve.ray_app``); ignored without --ray.
+    replicas: int = field(default=1, metadata=_help("with --ray: model replicas (a fixed count)"))
+    autoscale: str = field(default="", metadata=_help(
+        "with --ray: MIN:MAX model replicas, scaled on the requests each one runs (replaces --replicas)"))
+    gpus_per_replica: float = field(default=0.0, metadata=_help(
+        "with --ray: GPUs each replica reserves (a fraction shares a GPU)"))
+    cpus_per_replica: float = field(default=1.0, metadata=_help("with --ray: CPUs each replica reserves"))
+    address: str = field(default="", metadata=_help(
+        "with --ray: the Ray cluster to join (its head's HOST:PORT, or ray://HOST:PORT); default: start a local "
+        "Ray instance on the loopback address"))
+    max_ongoing_requests: int = field(default=0, metadata=_help(
+        "with --ray: requests one replica runs at once; more wait for a free replica (0 = 2 x --max-batch)"))
+    max_queued_requests: int = field(default=0, metadata=_help(
+        "with --ray: requests waiting for a free replica (per ingress replica); beyond it: 503 + Retry-After, "
+        "-32001 (0 = --max-queue)"))
+    target_ongoing_requests: float = field(default=0.0, metadata=_help(
+        "with --ray --autoscale: requests per replica the autoscaler aims at (0 = --max-batch)"))
+    route_timeout_s: float = field(default=30.0, metadata=_help(
+        "with --ray: seconds a request may wait for a replica before it is answered 503 / -32001"))
+    affinity: int = field(default=1, metadata=_help(
+        "with --ray: 1 = the requests of one document (websocket uri, X-Session-Id header, 'user' field) go to "
+        "one replica while it lives, so its caches keep hitting; 0 = the less loaded of two replicas"))
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "document_workers", "max_queue", "max_request_bytes", "max_document_chars", "max_tokens",
