@@ -11,6 +11,7 @@ from typing import Any
 # Methods
 INFILL = "editEngine/infill"  # request: fill at a position / range; answered with an InfillResponse
 APPLY = "editEngine/apply"  # request: merge an update snippet with ``... existing code ...`` markers into a file
+NEXT_EDIT = "editEngine/nextEdit"  # request: the change that follows the user's recent edits (one edit, or none)
 PASS = "editEngine/pass"  # notification: one refinement pass of a request in flight
 CANCEL = "$/cancelRequest"  # notification: {id}
 ACCEPTED = "editEngine/accepted"  # notification from the client: telemetry (accept / partial accept)

@@ -1,6 +1,6 @@
 """The engine: ``Engine`` (``facade``) and the parts it is made of. Front ends import from here."""
 
-from .apply import ApplyResult, Placement
+from .apply import ApplyResult, Placement, guess_language
 from .contexts import (
     CONTEXT_STEP_CHARS,
     CONTEXT_STEP_TOKENS,
@@ -10,6 +10,7 @@ from .contexts import (
 )
 from .document import DocumentPlan
 from .facade import Engine, Prepared
+from .next_edit import NO_EDIT, NextEdit, default_region
 from .results import (
     LANGUAGES_BY_SUFFIX,
     MAX_DOCUMENT_CHARS,
@@ -27,6 +28,7 @@ __all__ = [
     "CONTEXT_STEP_TOKENS",
     "LANGUAGES_BY_SUFFIX",
     "MAX_DOCUMENT_CHARS",
+    "NO_EDIT",
     "ApplyResult",
     "PLACEHOLDER",
     "Completion",
@@ -36,10 +38,13 @@ __all__ = [
     "DocumentPlan",
     "Engine",
     "InfillResult",
+    "NextEdit",
     "Pass",
     "Placement",
     "Prepared",
     "decode_preview",
+    "default_region",
+    "guess_language",
     "language_for_path",
     "unheal",
 ]

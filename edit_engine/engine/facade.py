@@ -10,7 +10,9 @@ before the next forward pass. ``plan_document`` plans a document request without
 ``finish_document`` runs its check and repair rounds after a first round run elsewhere; ``prepare`` makes a
 hole's sampler settings and context tokens: the server batches first rounds across clients with them
 (``edit_engine/serve``). ``apply``/``stream_apply`` merge an update snippet written with ``... existing code ...``
-markers into a file (``apply.py``; the model only ranks the places of an ambiguous chunk).
+markers into a file (``apply.py``; the model only ranks the places of an ambiguous chunk). ``next_edit``/
+``stream_next_edit`` propose the change that follows the user's recent edits (``next_edit.py``: the history's
+patterns propagated with tree-sitter first, the model's rewrite of a row second).
 
 The parts: ``runtime`` (the model and what is kept about it), ``contexts`` (context tokens and the
 per-document cache of encoded contexts), ``vocab`` (vocabulary tables: line stop, headers, token healing,
@@ -33,10 +35,12 @@ from .. import checkpoint, syntax
 from ..interfaces import CanvasModel, TextTokenizer
 from ..sampler import SamplerConfig
 from . import apply as applying
+from . import next_edit as next_edits
 from . import rounds
 from .apply import ApplyResult
 from .contexts import ContextCacheConfig, ContextStore
 from .document import DocumentPlan, plan_document
+from .next_edit import NextEdit
 from .results import Completion, InfillResult, Pass, decode_preview, unheal
 from .runtime import Runtime, check_text
 
@@ -280,7 +284,7 @@ class Engine:
         (``rounds.finish_document`` documents the arguments); yields the passes from ``index`` on."""
         return rounds.finish_document(self.rt, dp, tokens, index, nfe, stop_reason, seed, should_stop, context)
 
-    # ------------------------------------------------------------------ snippet in, file out
+    # ------------------------------------------------------------------ snippet in, file out; edits in, next edit out
     def apply(self, original: str, update: str, language: str = "python", use_model: bool = True) -> ApplyResult:
         """Merge ``update`` (code with ``# ... existing code ...``-style markers) into ``original``: the merged
         text, how each chunk was placed and the time it took (``apply.merge``). ``use_model``: the model ranks
@@ -294,6 +298,21 @@ class Engine:
 
     def _chooser(self, use_model: bool) -> applying.Chooser | None:
         return applying.model_chooser(self.rt) if use_model and self.rt.canvas else None
+
+    def next_edit(self, document: str, cursor: int, history: list[str], language: str = "python",
+                  related: list[str] | None = None, region: tuple[int, int] | None = None, use_model: bool = True,
+                  seed: int = 0, should_stop: Callable[[], bool] | None = None) -> NextEdit | None:
+        """The change after the recent edits (``history``: unified diffs, oldest first) near ``cursor``, inside
+        ``region`` (rows), or None (``next_edit.py`` documents the arguments). Raises ValueError."""
+        req = next_edits.check_request(document, cursor, history, language, related, region)
+        return next_edits.next_edit(self.rt, req, use_model, seed, should_stop)
+
+    def stream_next_edit(self, document: str, cursor: int, history: list[str], language: str = "python",
+                         related: list[str] | None = None, region: tuple[int, int] | None = None, use_model: bool = True,
+                         seed: int = 0, should_stop: Callable[[], bool] | None = None) -> Iterator[Pass]:
+        """``next_edit`` as passes; the final one has ``stop_reason == "no_edit"`` when there is no proposal."""
+        req = next_edits.check_request(document, cursor, history, language, related, region)
+        return (p for p, _ in next_edits.passes(self.rt, req, use_model, seed, should_stop))
 
     # ------------------------------------------------------------------ lifecycle
     def warm_up(self) -> float:

@@ -29,7 +29,9 @@ SANTACODER = "santacoder-fim"
 SANTACODER_FILE = "benchmark.jsonl.gz"
 # Apply edit: marker snippets merged into files, from the next-edit cases or this package's sources (apply_set.py).
 APPLY_BENCHMARKS = ("apply", "apply-synthetic")
-BENCHMARKS = (*HUMANEVAL_FILES, SANTACODER, *APPLY_BENCHMARKS)
+# Next edit: the change after the user's recent edits (next_edit_set.py).
+NEXT_EDIT_BENCHMARKS = ("next-edit", "next-edit-history")
+BENCHMARKS = (*HUMANEVAL_FILES, SANTACODER, *APPLY_BENCHMARKS, *NEXT_EDIT_BENCHMARKS)
 # Our language ids -> the benchmark's ``language`` field.
 SANTACODER_LANGUAGES = {"python": "py", "javascript": "js", "java": "java"}
 DATA_ENV = "EDIT_ENGINE_BENCHMARKS"
@@ -126,8 +128,9 @@ def load(name: str, data: str | Path | None = None, language: str = "python",
                               str(r["canonical_solution"]), single_line=True))
             if limit is not None and len(tasks) >= limit:
                 break
-    elif name in APPLY_BENCHMARKS:
-        raise BenchmarkError(f"{name} is not an infilling benchmark: its cases come from eval.apply_set")
+    elif name in APPLY_BENCHMARKS or name in NEXT_EDIT_BENCHMARKS:
+        raise BenchmarkError(f"{name} is not an infilling benchmark: its cases come from eval.apply_set or "
+                             "eval.next_edit_set")
     else:
         raise BenchmarkError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
     if not tasks:

@@ -4,6 +4,8 @@
     edit-engine eval --benchmark santacoder-fim --language python --limit 200
     edit-engine eval --benchmark humaneval-multi --canonical --limit 20     # self-test: must print 100.0%
     edit-engine eval --benchmark apply --out apply.json      # apply edit: marker snippets merged into files
+    edit-engine eval --benchmark next-edit [--fill rename-baseline] --out next.json    # next edit
+    edit-engine eval --benchmark next-edit-history [--repo DIR]   # next edit, cases from a repository's history
     edit-engine eval --context-gap --limit 64
 
 A progress bar goes to stderr; stdout gets a table, or with ``--json`` one JSON object on its last line.
@@ -20,11 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..cli_args import UserError, add_dtype_arg, add_sampler_args, sampler_overrides
-from .benchmarks import APPLY_BENCHMARKS, BENCHMARKS, SANTACODER_LANGUAGES
+from .benchmarks import APPLY_BENCHMARKS, BENCHMARKS, NEXT_EDIT_BENCHMARKS, SANTACODER_LANGUAGES
 
 if TYPE_CHECKING:
     from .benchmarks import Task
     from .harness import Filler, Report, TaskResult
+    from .next_edit_set import Filler as NextEditFiller
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -55,6 +58,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="fill through the editor's path (Engine.complete: planner, post-processing, parse check "
                    "and repair rounds) instead of the bare model (Engine.infill)")
     p.add_argument("--no-repair", action="store_true", help="with --document: no repair rounds")
+    p.add_argument("--fill", choices=("engine", "patterns", "rename-baseline"), default="engine",
+                   help="next-edit: the engine (patterns, then the model), its patterns alone, or the model-free "
+                        "baseline (every word the history replaced one-for-one, replaced in the region)")
+    p.add_argument("--repo", help="next-edit-history: the git repository whose history gives the cases "
+                                  "(default: the one this package is in)")
     p.add_argument("--timeout", type=float, default=3.0, help="CPU seconds per program (default 3)")
     p.add_argument("--workers", type=int, default=2, help="programs run at once (default 2)")
     p.add_argument("--corpus", nargs="+", help="context gap: corpus roots (default: the checkpoint's own)")
@@ -76,6 +84,8 @@ def _eval(a: argparse.Namespace) -> int:
         return _context_gap(a)
     if a.benchmark in APPLY_BENCHMARKS:
         return _apply(a)
+    if a.benchmark in NEXT_EDIT_BENCHMARKS:
+        return _next_edit(a)
     if a.plot:
         _require_plots()
     from .benchmarks import BenchmarkError, load
@@ -131,6 +141,51 @@ def _apply(a: argparse.Namespace) -> int:
     if bar is not None:
         bar.close()
     rep = {**report(a.benchmark, outcomes), "model": str(engine.path or "")}
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump(rep, f, indent=1)
+    summary = {k: v for k, v in rep.items() if k != "results"}
+    print(json.dumps(summary) if a.json else table(summary))
+    return 0
+
+
+def _next_edit(a: argparse.Namespace) -> int:
+    """``--benchmark next-edit``: propose each case's next edit (``--fill``) and score it (``next_edit_set``)."""
+    if a.document or a.canonical or a.empty or a.oracle_length or a.plot:
+        raise UserError("--document, --canonical, --empty, --oracle-length and --plot score fills; they do not go "
+                        "with --benchmark next-edit")
+    from ..train.progress import Progress
+    from .benchmarks import BenchmarkError
+    from .next_edit_history import history_cases
+    from .next_edit_set import engine_filler, load_cases, rename_baseline, report, run, table
+
+    try:
+        cases = load_cases(a.data, a.limit) if a.benchmark == "next-edit" else history_cases(a.repo, a.limit)
+    except BenchmarkError as e:
+        raise UserError(str(e)) from e
+    model = ""
+    fill: NextEditFiller
+    if a.fill == "rename-baseline":
+        fill = rename_baseline
+    else:
+        from ..engine import Engine
+
+        engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
+        engine.warm_up()
+        fill, model = engine_filler(engine, use_model=a.fill == "engine"), str(engine.path or "")
+    bar = None if a.no_progress else Progress(len(cases), "next-edit", "case")
+    done = 0
+
+    def tick(o: object) -> None:
+        nonlocal done
+        done += 1
+        if bar is not None:
+            bar.update(done)
+
+    outcomes = run(cases, fill, on_result=tick)
+    if bar is not None:
+        bar.close()
+    rep = {**report(a.benchmark, a.fill, outcomes), "model": model}
     if a.out:
         with open(a.out, "w", encoding="utf-8") as f:
             json.dump(rep, f, indent=1)

@@ -6,7 +6,9 @@ JSON-RPC method names, error codes and the pass / response shapes shared with th
 
 from __future__ import annotations
 
+import re
 import time
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -79,6 +81,38 @@ class ApplyParams(BaseModel):
 def apply_result(text: str, elapsed_ms: float, placements: list[dict[str, Any]]) -> dict[str, Any]:
     """Result of an ``editEngine/apply`` request."""
     return {"text": text, "elapsedMs": round(elapsed_ms, 2), "placements": placements}
+
+
+MAX_HISTORY = 64  # diffs in a next-edit request's history (the engine's ``next_edit.MAX_HISTORY``)
+MAX_RELATED = 32  # related snippets in a next-edit request
+
+
+class NextEditParams(BaseModel):
+    """Params of ``editEngine/nextEdit``: the document, the cursor (``offset`` or ``position``), the user's recent
+    edits (unified diffs, oldest first; the last yields ``text``), snippets of related code, and optionally the
+    editable region (``range``: its rows are the region; default: around the cursor)."""
+
+    model_config = _STRICT
+    text: str
+    position: Position | None = None
+    offset: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    history: list[str] = Field(default_factory=list, max_length=MAX_HISTORY)
+    related: list[str] | None = Field(default=None, max_length=MAX_RELATED)
+    range: Range | None = None
+    languageId: str = "python"
+    uri: str | None = None
+    version: int | None = Field(default=None, ge=-INT32_MAX - 1, le=INT32_MAX)
+    positionEncoding: Literal["utf-16", "utf-8", "utf-32"] = "utf-16"
+
+
+def next_edit_result(edit: dict[str, Any] | None, kind: str | None, elapsed_ms: float,
+                     patterns: list[str] | None = None, version: int | None = None) -> dict[str, Any]:
+    """Result of an ``editEngine/nextEdit`` request: ``edit`` is ``{range, text}`` or None (no proposal)."""
+    out: dict[str, Any] = {"edit": edit, "kind": kind, "elapsedMs": round(elapsed_ms, 2),
+                           "patterns": patterns or []}
+    if version is not None:
+        out["version"] = version
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- HTTP
@@ -176,6 +210,142 @@ class ApplyRequest(BaseModel):
         return _tagged(content, ORIGINAL_TAGS), _tagged(content, UPDATE_TAGS)
 
 
+NEXT_TAGS = {
+    "file": ("<|current_file_content|>", "<|/current_file_content|>"),
+    "history": ("<|edit_diff_history|>", "<|/edit_diff_history|>"),
+    "related": ("<|recently_viewed_code_snippets|>", "<|/recently_viewed_code_snippets|>"),
+    "snippet": ("<|recently_viewed_code_snippet|>", "<|/recently_viewed_code_snippet|>"),
+    "region": ("<|code_to_edit|>", "<|/code_to_edit|>"),
+}
+CURSOR_TAG = "<|cursor|>"
+_DIFF_START = re.compile(r"^(?:diff --git |Index: |--- (?!-)(?=.*\n\+\+\+ ))", re.M)
+
+
+@dataclass(frozen=True)
+class EditPrompt:
+    """What a Mercury Edit next-edit prompt holds: the file (markers taken out), the cursor (a character offset),
+    the editable region (character offsets of ``<|code_to_edit|>``'s rows; None without the tags), the history's
+    diffs and the related snippets."""
+
+    document: str
+    cursor: int
+    region: tuple[int, int] | None
+    history: list[str] = field(default_factory=list)
+    related: list[str] = field(default_factory=list)
+    path: str | None = None
+
+    @property
+    def region_text(self) -> str:
+        """The editable region as the prompt showed it (without the newline before its closing tag)."""
+        if self.region is None:
+            return ""
+        text = self.document[self.region[0] : self.region[1]]
+        return text[:-1] if text.endswith("\n") else text
+
+
+def _block(content: str, tags: tuple[str, str]) -> str | None:
+    """The text between a pair of tags, less one newline after the opening one and one before the closing one;
+    None when the opening tag is missing (a missing closing tag: to the end)."""
+    start = content.find(tags[0])
+    if start < 0:
+        return None
+    end = content.find(tags[1], start + len(tags[0]))
+    text = content[start + len(tags[0]) : end if end >= 0 else len(content)]
+    text = text[1:] if text.startswith("\n") else text
+    return text[:-1] if text.endswith("\n") else text
+
+
+def split_diffs(text: str) -> list[str]:
+    """The unified diffs of an ``<|edit_diff_history|>`` block, oldest first: it is cut before each file header
+    (``diff --git``, ``Index:``, ``--- a`` followed by ``+++ b``); a piece without an ``@@`` hunk (a note in
+    words) is left out."""
+    cuts = [m.start() for m in _DIFF_START.finditer(text)]
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    out = []
+    for piece in pieces:
+        if re.search(r"^@@ ", piece, re.M) is None:
+            continue
+        out.append(piece if piece.endswith("\n") else piece + "\n")
+    return out
+
+
+def _file(body: str) -> tuple[str, int, tuple[int, int] | None, str | None]:
+    """The document, cursor and region of a ``<|current_file_content|>`` block's text."""
+    path = None
+    first, _, rest = body.partition("\n")
+    if first.startswith("current_file_path:"):
+        path, body = first.removeprefix("current_file_path:").strip() or None, rest
+    open_tag, close_tag = NEXT_TAGS["region"]
+    a = body.find(open_tag)
+    b = body.find(close_tag, a + len(open_tag)) if a >= 0 else -1
+    if a < 0 or b < 0:
+        pre, inner, post = body.replace(open_tag, "").replace(close_tag, ""), None, ""
+    else:
+        pre, inner, post = body[:a], body[a + len(open_tag) : b], body[b + len(close_tag) :]
+        inner = inner[1:] if inner.startswith("\n") else inner
+        if post.startswith("\n") and (inner.endswith("\n") or not inner):
+            post = post[1:]  # the closing tag's own line
+    cursor = -1
+    parts: list[str] = []
+    for piece in (pre, inner, post):
+        if piece is not None and CURSOR_TAG in piece:
+            k = piece.find(CURSOR_TAG)
+            if cursor < 0:
+                cursor = sum(len(x) for x in parts) + k
+            piece = piece.replace(CURSOR_TAG, "")
+        parts.append(piece or "")
+    document = "".join(parts)
+    region = (len(parts[0]), len(parts[0]) + len(parts[1])) if inner is not None else None
+    if cursor < 0:
+        cursor = region[0] if region is not None else 0
+    return document, cursor, region, path
+
+
+def parse_edit_prompt(content: str) -> EditPrompt:
+    """A Mercury Edit next-edit prompt's parts. Raises ValueError without a ``<|current_file_content|>``."""
+    body = _block(content, NEXT_TAGS["file"])
+    if body is None:
+        raise ValueError("the user message holds no <|current_file_content|> block")
+    document, cursor, region, path = _file(body)
+    history = split_diffs(_block(content, NEXT_TAGS["history"]) or "")
+    related_text = _block(content, NEXT_TAGS["related"]) or ""
+    snippets = re.findall(re.escape(NEXT_TAGS["snippet"][0]) + r"\n?(.*?)\n?" + re.escape(NEXT_TAGS["snippet"][1]),
+                          related_text, re.S)
+    if not snippets and related_text.strip():
+        snippets = [related_text]
+    related = [re.sub(r"\Acode_snippet_file_path:[^\n]*\n?", "", x) for x in snippets]
+    return EditPrompt(document, cursor, region, history, [x for x in related if x.strip()], path)
+
+
+class EditRequest(BaseModel):
+    """Mercury Edit's next-edit request (Inception): an OpenAI chat body whose last user message holds the file
+    (``<|current_file_content|>``, with the editable region between ``<|code_to_edit|>`` tags and the cursor at
+    ``<|cursor|>``), the recent edits (``<|edit_diff_history|>``: unified diffs, oldest first) and related code
+    (``<|recently_viewed_code_snippets|>``). ``language`` (an extension) defaults to the file path's, else a
+    guess."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    n: int = Field(default=1, ge=1, le=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX,
+                                   description="accepted as clients send it; the editable region bounds the answer")
+    language: str = Field(default="auto", max_length=64, description="the code's language; auto: from the path")
+
+    def prompt(self) -> EditPrompt:
+        """The last user message's parts; ValueError when it lacks the file."""
+        users = [m for m in self.messages if m.role == "user"]
+        if not users:
+            raise ValueError("no user message: send the next-edit prompt in one")
+        return parse_edit_prompt(users[-1].text())
+
+
+def fenced(text: str) -> str:
+    """The region as Mercury Edit answers it: between lines of three backticks."""
+    return f"```\n{text}\n```"
+
+
 def chat_body(cid: str, model: str, text: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     return {
         "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
@@ -268,6 +438,12 @@ class ChatCompletionBody(BaseModel):
     choices: list[ChatCompletionChoice]
     usage: CompletionUsage
 
+
+NEXT_EDIT_SSE_DESCRIPTION = ("With ``stream: true``: server-sent events, each ``data: {...}`` a "
+                             "``chat.completion.chunk`` whose ``choices[0].delta.content`` is the next piece of the "
+                             "answer (the editable region after the edit, between lines of three backticks; append; "
+                             "the first chunk also carries ``role``, the last has an empty delta and "
+                             "``finish_reason: stop``). The stream ends with ``data: [DONE]``.")
 
 APPLY_SSE_DESCRIPTION = ("With ``stream: true``: server-sent events, each ``data: {...}`` a ``chat.completion.chunk`` "
                          "whose ``choices[0].delta.content`` is the next piece of the merged file (append; the first "

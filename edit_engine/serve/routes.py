@@ -1,5 +1,5 @@
-"""HTTP routes: OpenAI-compatible completions (fill-in-the-middle), apply edit (Mercury Edit's chat-shaped
-request), models, health, metrics, and the websocket.
+"""HTTP routes: OpenAI-compatible completions (fill-in-the-middle), apply edit and next edit (Mercury Edit's
+chat-shaped requests), models, health, metrics, and the websocket.
 
 Each route parses its request, calls the ``Service``, and formats the answer; errors are ``ServeError`` and
 become responses in ``app.py``'s one handler.
@@ -17,22 +17,28 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from ..engine import default_region, guess_language, language_for_path
+from ..positions import line_starts
 from .batching import Cancelled, Job
 from .errors import ServeError
 from .fim import cut_at_stop
 from .protocol import (
     APPLY_SSE_DESCRIPTION,
+    NEXT_EDIT_SSE_DESCRIPTION,
     SSE_DESCRIPTION,
     SSE_EVENT,
     ApplyRequest,
     ChatCompletionBody,
     CompletionBody,
     CompletionRequest,
+    EditPrompt,
+    EditRequest,
     chat_body,
     chat_chunk,
     completion_body,
     completion_chunk,
     error_responses,
+    fenced,
     models_body,
 )
 from .serving import Service
@@ -64,6 +70,11 @@ COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
 APPLY_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"model": ChatCompletionBody, "description": "the merged file (JSON), or its stream",
           "content": {"text/event-stream": {"schema": SSE_EVENT, "description": APPLY_SSE_DESCRIPTION}}},
+    **error_responses(400, 404, 411, 413, 500),
+}
+NEXT_EDIT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": ChatCompletionBody, "description": "the editable region after the next edit (JSON), or its stream",
+          "content": {"text/event-stream": {"schema": SSE_EVENT, "description": NEXT_EDIT_SSE_DESCRIPTION}}},
     **error_responses(400, 404, 411, 413, 500),
 }
 APPLY_PIECE_CHARS = 4096  # a streamed merge is sent in pieces of about this many characters, at line ends
@@ -228,6 +239,64 @@ async def _apply_sse(cid: str, model: str, segments: list[str]) -> AsyncIterator
             seg = seg[cut:]
     yield _data(chat_chunk(cid, model, created, {}, "stop"))
     yield "data: [DONE]\n\n"
+
+
+@protected.post("/v1/edit/completions", response_model=None, responses=NEXT_EDIT_RESPONSES)
+async def edit_completions(body: EditRequest, service: Service = Depends(get_service)) -> Response:
+    """Next edit (Mercury Edit's request): from the ``<|edit_diff_history|>``, propose the next change inside the
+    ``<|code_to_edit|>`` region of the ``<|current_file_content|>``; the answer is that region after the edit (or
+    as it is, when there is none) between lines of three backticks, as an OpenAI chat completion (or its
+    stream)."""
+    check_model(service, body.model)
+    try:
+        prompt = body.prompt()
+    except ValueError as e:
+        raise ServeError("invalid_params", str(e)) from e
+    check_size(service, "the current file", prompt.document)
+    check_size(service, "the edit history", "".join(prompt.history))
+    check_size(service, "the related snippets", "".join(prompt.related))
+
+    def run() -> tuple[str, int, int]:  # parses, and may run the model: off the event loop
+        region = _next_region(service, prompt, body.language)
+        prompt_tokens = sum(service.count_tokens(m.text()) for m in body.messages)
+        return region, prompt_tokens, service.count_tokens(region)
+
+    try:
+        region, prompt_tokens, completion_tokens = await asyncio.to_thread(run)
+    except ValueError as e:
+        service.metrics.requests.inc(route="http", outcome="error")
+        raise ServeError("invalid_params", str(e)) from e
+    except Exception as e:  # a bug: this request's error, in the API's shape
+        service.metrics.requests.inc(route="http", outcome="error")
+        raise ServeError("internal", f"the request failed: {type(e).__name__}: {e}") from e
+    service.metrics.requests.inc(route="http", outcome="ok")
+    cid = "chatcmpl-" + uuid.uuid4().hex[:24]
+    answer = fenced(region)
+    if body.stream:
+        return StreamingResponse(_apply_sse(cid, service.model_name, [answer]), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+    return JSONResponse(chat_body(cid, service.model_name, answer, prompt_tokens, completion_tokens))
+
+
+def _next_region(service: Service, prompt: EditPrompt, language: str) -> str:
+    """The prompt's editable region after the engine's next edit (as it is when there is none). Without
+    ``<|code_to_edit|>`` tags the region is the engine's default around the cursor."""
+    doc = prompt.document
+    if language == "auto":
+        language = language_for_path(prompt.path or "")
+        language = guess_language(doc) if language == "plaintext" else language
+    if prompt.region is not None:
+        start, end = prompt.region
+        rows = (doc.count("\n", 0, start), doc.count("\n", 0, max(start, end - 1)) + 1)
+    else:
+        rows = default_region(doc, prompt.cursor)
+        starts = line_starts(doc)
+        start, end = starts[rows[0]], starts[rows[1]] if rows[1] < len(starts) else len(doc)
+    ne = service.engine.next_edit(doc, prompt.cursor, prompt.history, language, prompt.related, rows)
+    new = doc[start:end]
+    if ne is not None and start <= ne.start <= ne.end <= end:
+        new = ne.apply(doc)[start : end + len(ne.text) - (ne.end - ne.start)]
+    return new[:-1] if new.endswith("\n") and doc[start:end].endswith("\n") else new
 
 
 @public.websocket("/v1/stream")

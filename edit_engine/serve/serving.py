@@ -139,7 +139,7 @@ class Service:
         if engine.batchable and mode == "insert":
             def prepare() -> JobSpec:
                 return document_spec(engine, engine.plan_document(doc, offset, language, selection, max_tokens,
-                                                                  mode))
+                                                                  mode, uri=p.uri))
 
             return Planned(None, range_of=range_of, prepare=prepare)
 

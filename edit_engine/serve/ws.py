@@ -2,7 +2,8 @@
 
 One ``Connection`` per socket. Each ``editEngine/infill`` request becomes a task that forwards the job's passes
 as ``editEngine/pass`` notifications and ends with the response (or an error); an ``editEngine/apply`` request
-becomes a task that merges in a worker thread and answers once. Several requests may be in
+becomes a task that merges in a worker thread and answers once, and so does an ``editEngine/nextEdit`` request
+(the engine's next edit, in a worker thread; a newer one for the same ``uri`` supersedes it). Several requests may be in
 flight; ``$/cancelRequest``, a newer request for the same ``uri`` and closing the socket cancel them (answered
 with -32800 while the socket is open). A bad frame gets a JSON-RPC error and the connection stays usable.
 """
@@ -14,16 +15,26 @@ import base64
 import hmac
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
+from .. import positions
 from .. import protocol as rpc
 from .batching import Cancelled, Job
 from .errors import ServeError, rpc_error_message
-from .protocol import ApplyParams, CancelParams, InfillParams, RpcMessage, apply_result
+from .protocol import (
+    ApplyParams,
+    CancelParams,
+    InfillParams,
+    NextEditParams,
+    RpcMessage,
+    apply_result,
+    next_edit_result,
+)
 from .serving import Planned, Service
 
 
@@ -148,6 +159,10 @@ class Connection:
             if m.id is None:
                 return
             await self.on_apply(m.id, m.params)
+        elif m.method == rpc.NEXT_EDIT:
+            if m.id is None:
+                return
+            await self.on_next_edit(m.id, m.params)
         elif m.method == rpc.CANCEL:
             try:
                 c = CancelParams.model_validate(m.params or {})
@@ -240,6 +255,64 @@ class Connection:
         finally:
             self.inflight.pop(r.id, None)
 
+    async def on_next_edit(self, rid: int | str, params: Any) -> None:
+        """``editEngine/nextEdit``: checked here, run in a worker thread (``Engine.next_edit`` parses the document
+        and the history and may run the model), answered with ``{edit: {range, text} | null, kind, elapsedMs,
+        patterns}``. A newer request for the same ``uri`` supersedes it (-32800), as ``$/cancelRequest`` does."""
+        try:
+            if rid in self.inflight:
+                raise ServeError("invalid_request", f"request id {rid!r} is in flight")
+            if len(self.inflight) >= self.settings.max_inflight_per_connection:
+                raise ServeError("overloaded", f"{len(self.inflight)} requests in flight on this connection "
+                                 f"(limit {self.settings.max_inflight_per_connection})",
+                                 limit="max_inflight_per_connection", retry_after=self.settings.retry_after_s)
+            if not isinstance(params, dict):
+                raise ServeError("invalid_params", "params must be an object")
+            try:
+                p = NextEditParams.model_validate(params)
+            except ValidationError as e:
+                raise ServeError("invalid_params", _validation_message(e)) from e
+            for what, size in (("text", len(p.text)), ("history", sum(map(len, p.history))),
+                               ("related", sum(map(len, p.related or [])))):
+                if size > self.settings.max_document_chars:
+                    raise ServeError("too_large", f"{what} of {size:,} characters exceeds the limit of "
+                                     f"{self.settings.max_document_chars:,}", limit="max_document_chars")
+            if p.offset is None and p.position is None:
+                raise ServeError("invalid_params", "a next-edit request needs position or offset")
+        except ServeError as e:
+            self._count(e)
+            await self.send(rpc_error_message(rid, e))
+            return
+        r = _Request(rid, p.uri)
+        self.inflight[rid] = r
+        if p.uri is not None:
+            old = self.by_uri.get(p.uri)
+            if old is not None:
+                self.cancel(old, "superseded")
+            self.by_uri[p.uri] = r
+        r.task = asyncio.create_task(self._next_edit(r, p))
+
+    async def _next_edit(self, r: _Request, p: NextEditParams) -> None:
+        try:
+            result = await asyncio.to_thread(_run_next_edit, self.service, p, lambda: r.cancel_reason is not None)
+            if r.cancel_reason is not None:
+                raise Cancelled(r.cancel_reason)
+            self.metrics.requests.inc(route="ws", outcome="ok")
+            await self.send({"jsonrpc": "2.0", "id": r.id, "result": result})
+        except Cancelled as c:
+            self.metrics.requests.inc(route="ws", outcome="cancelled")
+            await self.send(rpc_error_message(r.id, ServeError("cancelled", f"request cancelled ({c.reason})")))
+        except ValueError as e:  # a diff that does not parse, a cursor outside the text: the caller's to fix
+            self._count(ServeError("invalid_params", str(e)))
+            await self.send(rpc_error_message(r.id, ServeError("invalid_params", str(e))))
+        except Exception as e:
+            self.metrics.requests.inc(route="ws", outcome="error")
+            await self.send(rpc_error_message(r.id, ServeError("internal", f"{type(e).__name__}: {e}")))
+        finally:
+            self.inflight.pop(r.id, None)
+            if r.uri is not None and self.by_uri.get(r.uri) is r:
+                del self.by_uri[r.uri]
+
     def _count(self, e: ServeError) -> None:
         outcome = {"overloaded": "overloaded", "too_large": "overloaded", "cancelled": "cancelled"}.get(e.kind, "error")
         self.metrics.requests.inc(route="ws", outcome=outcome)
@@ -285,6 +358,34 @@ class Connection:
                 del self.by_uri[r.uri]
             if r.job is not None and not finished:  # stopped early (send failed, task cancelled): stop the work
                 r.job.cancel(r.cancel_reason or "aborted")
+
+
+def _run_next_edit(service: Service, p: NextEditParams, should_stop: Callable[[], bool]) -> dict[str, Any]:
+    """A next-edit request run (in a worker thread): positions converted once, in the request's encoding."""
+    doc, enc = p.text, p.positionEncoding
+    starts = positions.line_starts(doc)
+    if p.offset is not None:
+        if p.offset > len(doc):
+            raise ValueError(f"offset {p.offset} is past the end of the text ({len(doc)})")
+        cursor = p.offset
+    else:
+        assert p.position is not None
+        cursor = positions.position_to_offset(doc, p.position.line, p.position.character, enc, starts)
+    region = None
+    if p.range is not None:
+        first, last = p.range.start.line, p.range.end.line
+        if last < first:
+            raise ValueError("range ends before it starts")
+        last = last + 1 if p.range.end.character > 0 or last == first else last
+        region = (min(first, len(starts) - 1), min(max(last, first + 1), len(starts)))
+    t0 = time.perf_counter()
+    ne = service.engine.next_edit(doc, cursor, p.history, p.languageId, p.related, region, should_stop=should_stop)
+    elapsed = (time.perf_counter() - t0) * 1e3
+    if ne is None:
+        return next_edit_result(None, None, elapsed, version=p.version)
+    edit = {"range": rpc.lsp_range(positions.offset_to_position(doc, ne.start, enc, starts),
+                                   positions.offset_to_position(doc, ne.end, enc, starts)), "text": ne.text}
+    return next_edit_result(edit, ne.kind, ne.elapsed_ms, list(ne.patterns), p.version)
 
 
 SUBPROTOCOL = "edit-engine"

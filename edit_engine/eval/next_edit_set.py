@@ -1,0 +1,325 @@
+"""The next-edit benchmark (``edit-engine eval --benchmark next-edit``): from a file, a cursor and the edits the
+user just made (unified diffs), propose the next edit inside an editable region; score the region after it.
+
+Cases are read unchanged from ``../shared/benchmarks/next-edit/next-edit.jsonl.gz`` (evaluation data only: never
+trained or tuned on; its README defines the fields and the metrics). Each case is given to a *filler* with its
+region (as the set defines it: the rows around the target), which answers with the region after its edit, or
+nothing:
+
+- ``engine``: ``Engine.next_edit`` (patterns first, the model second); ``patterns``: the same without the model;
+- ``rename-baseline``: the model-free baseline: every word the history's hunks replaced one-for-one (a word
+  token of the removed rows replaced by one of the added rows, ``difflib`` over ``\\w+|[^\\w\\s]+`` tokens) is
+  replaced throughout the region.
+
+Scores, as the set's README defines them: exact match of the region (trailing blanks of each line ignored), chrF
+(character n-grams 1-6, beta 2, whitespace removed) between the changed lines of the prediction and of the
+reference, both taken as line diffs against the region before; no proposal scores 0 on both. Also the share of
+cases with no proposal, the share of proposals that add a syntax error to the file (tree-sitter: errors the
+edit introduced, not ones the file had), and the latency of the call (p50 / p95, and p50 on regions of 20 rows or
+more), split by proposal kind (pattern / model) and pattern kind, and by ``far`` (target over 40 rows below the
+cursor).
+"""
+
+from __future__ import annotations
+
+import difflib
+import gzip
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import repair, syntax
+from .benchmarks import BenchmarkError, resolve_data_dir
+
+NEXT_EDIT_FILE = Path("next-edit") / "next-edit.jsonl.gz"
+FILLS = ("engine", "patterns", "rename-baseline")
+LONG_REGION = 20  # rows: "p50 on long regions" counts regions at least this long
+
+
+@dataclass(frozen=True)
+class NextEditCase:
+    """One case: the document, the cursor (a character offset), the history, the region rows ``[first, last)``
+    and the region's text before and after the target edit."""
+
+    case_id: str
+    document: str
+    cursor: int
+    history: tuple[str, ...]
+    first: int
+    last: int
+    region_before: str
+    region_after: str
+    far: bool = False
+    language: str = "python"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A filler's answer: the region after its edit, how it was made, and the edit (document offsets)."""
+
+    region: str
+    kind: str  # pattern | model | baseline
+    start: int
+    end: int
+    text: str
+    patterns: tuple[str, ...] = ()
+
+
+Filler = Callable[[NextEditCase], Proposal | None]
+
+
+# ---------------------------------------------------------------------------------------------------- loading
+def case_from_json(r: dict[str, Any]) -> NextEditCase:
+    """A case from one line of the set (the README's fields)."""
+    doc = str(r["document"])
+    rows = doc.split("\n")
+    line, col = int(r["cursor"]["line"]), int(r["cursor"]["col"])
+    if not 0 <= line < len(rows) or not 0 <= col <= len(rows[line]):
+        raise BenchmarkError(f"{r['id']}: cursor {line}:{col} outside its document")
+    cursor = sum(len(x) + 1 for x in rows[:line]) + col
+    first, last = int(r["region"]["start_line"]), int(r["region"]["end_line"])
+    if "".join(doc.splitlines(keepends=True)[first:last]) != r["region_before"]:
+        raise BenchmarkError(f"{r['id']}: the region does not match its document")
+    return NextEditCase(str(r["id"]), doc, cursor, tuple(str(h) for h in r["history"]), first, last,
+                        str(r["region_before"]), str(r["region_after"]), bool(r.get("far", False)))
+
+
+def load_cases(data: str | Path | None = None, limit: int | None = None) -> list[NextEditCase]:
+    """The first ``limit`` cases of the set (file order)."""
+    path = resolve_data_dir(data) / NEXT_EDIT_FILE
+    if not path.is_file():
+        raise BenchmarkError(f"next-edit cases not found at {str(path)!r}")
+    out: list[NextEditCase] = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                out.append(case_from_json(json.loads(line)))
+            if limit is not None and len(out) >= limit:
+                break
+    if not out:
+        raise BenchmarkError(f"{str(path)!r} holds no cases")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- metrics
+def norm(s: str) -> str:
+    return "\n".join(line.rstrip() for line in s.split("\n"))
+
+
+def exact_match(pred: str, ref: str) -> bool:
+    return norm(pred) == norm(ref)
+
+
+def changed_lines(before: str, after: str) -> str:
+    """The lines a diff of ``after`` against ``before`` removes ("-" marked) and adds ("+")."""
+    a, b = norm(before).split("\n"), norm(after).split("\n")
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            out += ["-" + x for x in a[i1:i2]] + ["+" + x for x in b[j1:j2]]
+    return "\n".join(out)
+
+
+def _grams(s: str, k: int) -> dict[str, int]:
+    s = "".join(s.split())
+    out: dict[str, int] = {}
+    for i in range(len(s) - k + 1):
+        out[s[i : i + k]] = out.get(s[i : i + k], 0) + 1
+    return out
+
+
+def chrf(hyp: str, ref: str, n: int = 6, beta: float = 2.0) -> float:
+    """chrF (Popovic 2015): character n-gram precision and recall averaged over n = 1..``n``, whitespace
+    removed, combined as an F-score weighting recall ``beta`` times; 1.0 when neither side has an n-gram."""
+    precs, recs = [], []
+    for k in range(1, n + 1):
+        hg, rg = _grams(hyp, k), _grams(ref, k)
+        if not hg and not rg:
+            continue
+        m = sum(min(v, rg.get(g, 0)) for g, v in hg.items())
+        precs.append(m / sum(hg.values()) if hg else 0.0)
+        recs.append(m / sum(rg.values()) if rg else 0.0)
+    if not precs:
+        return 1.0
+    p, r = sum(precs) / len(precs), sum(recs) / len(recs)
+    return 0.0 if p + r == 0 else (1 + beta**2) * p * r / (beta**2 * p + r)
+
+
+def chrf_changed(pred: str, case: NextEditCase) -> float:
+    return chrf(changed_lines(case.region_before, pred), changed_lines(case.region_before, case.region_after))
+
+
+def breaks_parse(case: NextEditCase, p: Proposal) -> bool:
+    """Whether the proposal's edit adds a syntax error to the document (tree-sitter; errors the document had
+    do not count)."""
+    doc = syntax.Document.parse(case.document, case.language)
+    return doc.tree is not None and repair.check(doc, p.start, p.end, p.text, compile_check=False).errors > 0
+
+
+# ---------------------------------------------------------------------------------------------------- fillers
+def region_span(case: NextEditCase) -> tuple[int, int]:
+    """Character offsets of the region's rows (each with its newline)."""
+    starts = [0] + [m.end() for m in re.finditer("\n", case.document)]
+    start = starts[case.first]
+    end = starts[case.last] if case.last < len(starts) else len(case.document)
+    return start, end
+
+
+def engine_filler(engine: Any, use_model: bool = True) -> Filler:
+    """``Engine.next_edit`` with the case's region."""
+    def fill(case: NextEditCase) -> Proposal | None:
+        ne = engine.next_edit(case.document, case.cursor, list(case.history), case.language,
+                              region=(case.first, case.last), use_model=use_model)
+        if ne is None:
+            return None
+        start, end = region_span(case)
+        if not start <= ne.start <= ne.end <= end:
+            raise AssertionError(f"{case.case_id}: the edit [{ne.start}, {ne.end}) leaves the region")
+        new = ne.apply(case.document)
+        return Proposal(new[start : end + len(new) - len(case.document)], ne.kind, ne.start, ne.end, ne.text,
+                        ne.patterns)
+
+    return fill
+
+
+_BASE_TOKENS = re.compile(r"\w+|[^\w\s]+")
+
+
+def replaced_words(history: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """Words the history's hunks replaced one-for-one (removed rows against added rows of each hunk, a later
+    hunk winning): the baseline's renames."""
+    out: dict[str, str] = {}
+    for d in history:
+        removed = "\n".join(x[1:] for x in d.split("\n") if x.startswith("-") and not x.startswith("---"))
+        added = "\n".join(x[1:] for x in d.split("\n") if x.startswith("+") and not x.startswith("+++"))
+        a, b = _BASE_TOKENS.findall(removed), _BASE_TOKENS.findall(added)
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+            if tag == "replace" and i2 - i1 == 1 and j2 - j1 == 1 and re.match(r"\w", a[i1]) \
+                    and re.match(r"\w", b[j1]):
+                out[a[i1]] = b[j1]
+    return out
+
+
+def rename_baseline(case: NextEditCase) -> Proposal | None:
+    """The model-free baseline: every replaced word replaced throughout the region (None when nothing
+    changes)."""
+    words = replaced_words(case.history)
+    if not words:
+        return None
+    rx = re.compile(r"\b(" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\b")
+    new = rx.sub(lambda m: words[m.group(1)], case.region_before)
+    if new == case.region_before:
+        return None
+    start, end = region_span(case)
+    return Proposal(new, "baseline", start, end, new)
+
+
+# ---------------------------------------------------------------------------------------------------- scoring
+@dataclass
+class Outcome:
+    case_id: str
+    far: bool
+    rows: int  # region rows
+    proposed: bool = False
+    kind: str = ""
+    patterns: list[str] = field(default_factory=list)
+    exact: bool = False
+    chrf: float = 0.0
+    breaks: bool = False
+    elapsed_ms: float = 0.0
+    error: str = ""
+
+
+def run(cases: list[NextEditCase], fill: Filler,
+        on_result: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Fill and score every case; the time is the filler's wall time. A ValueError is the case's error."""
+    out = []
+    for c in cases:
+        o = Outcome(c.case_id, c.far, c.last - c.first)
+        t0 = time.perf_counter()
+        try:
+            p = fill(c)
+        except ValueError as e:
+            p, o.error = None, str(e)
+        o.elapsed_ms = (time.perf_counter() - t0) * 1e3
+        if p is not None:
+            o.proposed, o.kind, o.patterns = True, p.kind, list(p.patterns)
+            o.exact, o.chrf, o.breaks = exact_match(p.region, c.region_after), chrf_changed(p.region, c), \
+                breaks_parse(c, p)
+        out.append(o)
+        if on_result is not None:
+            on_result(o)
+    return out
+
+
+def _pct(xs: list[float], q: float) -> float:
+    """Nearest-rank percentile (0 for none)."""
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def _group(outcomes: list[Outcome], n: int) -> dict[str, float]:
+    """Counts and shares of a group of outcomes (shares of the whole set of ``n`` cases)."""
+    proposed = [o for o in outcomes if o.proposed]
+    exact = sum(o.exact for o in outcomes)
+    return {"cases": len(outcomes), "proposed": len(proposed), "exact": exact,
+            "exact_match": exact / n if n else 0.0,
+            "precision": exact / len(proposed) if proposed else 0.0,
+            "chrf": sum(o.chrf for o in outcomes) / n if n else 0.0,
+            "breaks": sum(o.breaks for o in proposed), "breaks_share": sum(o.breaks for o in proposed) / len(proposed)
+            if proposed else 0.0}
+
+
+def summary(benchmark: str, fill: str, outcomes: list[Outcome]) -> dict[str, Any]:
+    """The figures over all cases, by proposal kind, by pattern kinds, and near / far."""
+    n = len(outcomes)
+    ms = [o.elapsed_ms for o in outcomes]
+    long = [o.elapsed_ms for o in outcomes if o.rows >= LONG_REGION]
+    kinds = sorted({o.kind for o in outcomes if o.proposed})
+    patterns = sorted({"+".join(o.patterns) for o in outcomes if o.proposed and o.patterns})
+    overall = _group(outcomes, n)
+    return {
+        "benchmark": benchmark, "fill": fill, **overall,
+        "no_proposal": (n - overall["proposed"]) / n if n else 0.0,
+        "errors": sum(bool(o.error) for o in outcomes),
+        "p50_ms": _pct(ms, 0.5), "p95_ms": _pct(ms, 0.95),
+        "p50_ms_long": _pct(long, 0.5), "p95_ms_long": _pct(long, 0.95), "long_regions": len(long),
+        "by_kind": {k: _group([o for o in outcomes if o.proposed and o.kind == k], n) for k in kinds},
+        "by_pattern": {k: _group([o for o in outcomes if o.proposed and "+".join(o.patterns) == k], n)
+                       for k in patterns},
+        "near": _group([o for o in outcomes if not o.far], len([o for o in outcomes if not o.far])),
+        "far": _group([o for o in outcomes if o.far], len([o for o in outcomes if o.far])),
+    }
+
+
+def report(benchmark: str, fill: str, outcomes: list[Outcome]) -> dict[str, Any]:
+    """``summary`` plus every case's outcome (what ``--out`` writes)."""
+    return {**summary(benchmark, fill, outcomes), "results": [asdict(o) for o in outcomes]}
+
+
+def _row(name: str, g: dict[str, float]) -> str:
+    return (f"{name:<22} {g['cases']:>5} {g['proposed']:>8} {g['exact']:>6} {100 * g['exact_match']:>6.1f}% "
+            f"{100 * g['precision']:>6.1f}% {100 * g['chrf']:>6.1f} {g['breaks']:>6}")
+
+
+def table(s: dict[str, Any]) -> str:
+    """The summary as a text table: exact match and chrF are shares of the whole set (or of the near / far
+    part); precision is exact over proposed; breaks counts proposals that add a syntax error."""
+    head = f"{'':<22} {'cases':>5} {'proposed':>8} {'exact':>6} {'EM':>7} {'prec.':>7} {'chrF':>6} {'breaks':>6}"
+    rows = [f"benchmark {s['benchmark']}, fill {s['fill']}: {s['cases']} cases, no proposal "
+            f"{100 * s['no_proposal']:.1f}%, proposals breaking the parse {100 * s['breaks_share']:.1f}%, "
+            f"{s['errors']} refused",
+            f"latency p50 {s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms; regions of {LONG_REGION}+ rows "
+            f"({s['long_regions']}): p50 {s['p50_ms_long']:.1f} ms, p95 {s['p95_ms_long']:.1f} ms", head,
+            _row("all", s)]
+    rows += [_row(f"  kind {k}", g) for k, g in s["by_kind"].items()]
+    rows += [_row(f"  pattern {k}", g) for k, g in s["by_pattern"].items()]
+    rows += [_row("near", s["near"]), _row("far", s["far"])]
+    return "\n".join(rows)
