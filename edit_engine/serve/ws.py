@@ -15,12 +15,12 @@ import base64
 import hmac
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import WebSocket, WebSocketDisconnect
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .. import positions
 from .. import protocol as rpc
@@ -36,6 +36,8 @@ from .protocol import (
     next_edit_result,
 )
 from .serving import Planned, Service
+
+_P = TypeVar("_P", bound=BaseModel)
 
 
 @dataclass(eq=False)
@@ -176,21 +178,36 @@ class Connection:
         elif m.id is not None:
             await self.send(rpc_error_message(m.id, ServeError("method_not_found", f"unknown method {m.method!r}")))
 
-    async def on_infill(self, rid: int | str, params: Any) -> None:
+    def _admitted(self, rid: int | str, params: Any, model: type[_P]) -> _P:
+        """What every request must pass before it is taken: its id not in flight, room on this connection, and
+        ``params`` an object valid for ``model`` (raises ServeError)."""
         if rid in self.inflight:
-            await self.send(rpc_error_message(rid, ServeError("invalid_request", f"request id {rid!r} is in flight")))
-            return
+            raise ServeError("invalid_request", f"request id {rid!r} is in flight")
+        if len(self.inflight) >= self.settings.max_inflight_per_connection:
+            raise ServeError("overloaded", f"{len(self.inflight)} requests in flight on this connection "
+                             f"(limit {self.settings.max_inflight_per_connection})",
+                             limit="max_inflight_per_connection", retry_after=self.settings.retry_after_s)
+        if not isinstance(params, dict):
+            raise ServeError("invalid_params", "params must be an object")
         try:
-            if len(self.inflight) >= self.settings.max_inflight_per_connection:
-                raise ServeError("overloaded", f"{len(self.inflight)} requests in flight on this connection "
-                                 f"(limit {self.settings.max_inflight_per_connection})",
-                                 limit="max_inflight_per_connection", retry_after=self.settings.retry_after_s)
-            if not isinstance(params, dict):
-                raise ServeError("invalid_params", "params must be an object")
-            try:
-                p = InfillParams.model_validate(params)
-            except ValidationError as e:
-                raise ServeError("invalid_params", _validation_message(e)) from e
+            return model.model_validate(params)
+        except ValidationError as e:
+            raise ServeError("invalid_params", _validation_message(e)) from e
+
+    def _track(self, rid: int | str, uri: str | None, run: Callable[[_Request], Coroutine[Any, Any, None]]) -> None:
+        """Start a taken request as a task; a newer request for the same ``uri`` supersedes the older one."""
+        r = _Request(rid, uri)
+        self.inflight[rid] = r
+        if uri is not None:
+            old = self.by_uri.get(uri)
+            if old is not None:
+                self.cancel(old, "superseded")
+            self.by_uri[uri] = r
+        r.task = asyncio.create_task(run(r))
+
+    async def on_infill(self, rid: int | str, params: Any) -> None:
+        try:
+            p = self._admitted(rid, params, InfillParams)
             # Planning converts positions over the whole document: off the event loop for a large one.
             planned = await asyncio.to_thread(self.service.plan_infill, p) if p.text is not None and \
                 len(p.text) > OFF_LOOP_CHARS else self.service.plan_infill(p)
@@ -198,31 +215,13 @@ class Connection:
             self._count(e)
             await self.send(rpc_error_message(rid, e))
             return
-        r = _Request(rid, p.uri)
-        self.inflight[rid] = r
-        if p.uri is not None:
-            old = self.by_uri.get(p.uri)
-            if old is not None:
-                self.cancel(old, "superseded")
-            self.by_uri[p.uri] = r
-        r.task = asyncio.create_task(self._serve(r, p, planned))
+        self._track(rid, p.uri, lambda r: self._serve(r, p, planned))
 
     async def on_apply(self, rid: int | str, params: Any) -> None:
         """``editEngine/apply``: checked here, merged in a worker thread (``Engine.apply`` parses both texts and
         may run the model), answered with ``{text, elapsedMs, placements}``."""
         try:
-            if rid in self.inflight:
-                raise ServeError("invalid_request", f"request id {rid!r} is in flight")
-            if len(self.inflight) >= self.settings.max_inflight_per_connection:
-                raise ServeError("overloaded", f"{len(self.inflight)} requests in flight on this connection "
-                                 f"(limit {self.settings.max_inflight_per_connection})",
-                                 limit="max_inflight_per_connection", retry_after=self.settings.retry_after_s)
-            if not isinstance(params, dict):
-                raise ServeError("invalid_params", "params must be an object")
-            try:
-                p = ApplyParams.model_validate(params)
-            except ValidationError as e:
-                raise ServeError("invalid_params", _validation_message(e)) from e
+            p = self._admitted(rid, params, ApplyParams)
             for what, text in (("original", p.original), ("update", p.update)):
                 if len(text) > self.settings.max_document_chars:
                     raise ServeError("too_large", f"{what} of {len(text):,} characters exceeds the limit of "
@@ -231,9 +230,7 @@ class Connection:
             self._count(e)
             await self.send(rpc_error_message(rid, e))
             return
-        r = _Request(rid, None)
-        self.inflight[rid] = r
-        r.task = asyncio.create_task(self._apply(r, p))
+        self._track(rid, None, lambda r: self._apply(r, p))
 
     async def _apply(self, r: _Request, p: ApplyParams) -> None:
         try:
@@ -260,18 +257,7 @@ class Connection:
         and the history and may run the model), answered with ``{edit: {range, text} | null, kind, elapsedMs,
         patterns}``. A newer request for the same ``uri`` supersedes it (-32800), as ``$/cancelRequest`` does."""
         try:
-            if rid in self.inflight:
-                raise ServeError("invalid_request", f"request id {rid!r} is in flight")
-            if len(self.inflight) >= self.settings.max_inflight_per_connection:
-                raise ServeError("overloaded", f"{len(self.inflight)} requests in flight on this connection "
-                                 f"(limit {self.settings.max_inflight_per_connection})",
-                                 limit="max_inflight_per_connection", retry_after=self.settings.retry_after_s)
-            if not isinstance(params, dict):
-                raise ServeError("invalid_params", "params must be an object")
-            try:
-                p = NextEditParams.model_validate(params)
-            except ValidationError as e:
-                raise ServeError("invalid_params", _validation_message(e)) from e
+            p = self._admitted(rid, params, NextEditParams)
             for what, size in (("text", len(p.text)), ("history", sum(map(len, p.history))),
                                ("related", sum(map(len, p.related or [])))):
                 if size > self.settings.max_document_chars:
@@ -283,14 +269,7 @@ class Connection:
             self._count(e)
             await self.send(rpc_error_message(rid, e))
             return
-        r = _Request(rid, p.uri)
-        self.inflight[rid] = r
-        if p.uri is not None:
-            old = self.by_uri.get(p.uri)
-            if old is not None:
-                self.cancel(old, "superseded")
-            self.by_uri[p.uri] = r
-        r.task = asyncio.create_task(self._next_edit(r, p))
+        self._track(rid, p.uri, lambda r: self._next_edit(r, p))
 
     async def _next_edit(self, r: _Request, p: NextEditParams) -> None:
         try:
