@@ -11,8 +11,8 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -44,6 +44,7 @@ from .protocol import (
 from .serving import Service
 from .ws import authorized, websocket_endpoint
 
+_T = TypeVar("_T")
 STARTED = int(time.time())
 
 
@@ -211,8 +212,19 @@ async def apply_completions(body: ApplyRequest, service: Service = Depends(get_s
         prompt = sum(service.count_tokens(m.text()) for m in body.messages)
         return r, prompt, service.count_tokens(r.text)
 
+    result, prompt_tokens, completion_tokens = await _off_loop(service, run)
+    cid = "chatcmpl-" + uuid.uuid4().hex[:24]
+    if body.stream:
+        return StreamingResponse(_apply_sse(cid, service.model_name, [p for _, p in result.segments]),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return JSONResponse(chat_body(cid, service.model_name, result.text, prompt_tokens, completion_tokens))
+
+
+async def _off_loop(service: Service, run: Callable[[], _T]) -> _T:
+    """A request's work in a worker thread (it parses, and may run the model), counted: a ValueError is the
+    caller's to fix (400), anything else this request's failure (500), in the API's error shape."""
     try:
-        result, prompt_tokens, completion_tokens = await asyncio.to_thread(run)
+        out = await asyncio.to_thread(run)
     except ValueError as e:
         service.metrics.requests.inc(route="http", outcome="error")
         raise ServeError("invalid_params", str(e)) from e
@@ -220,11 +232,7 @@ async def apply_completions(body: ApplyRequest, service: Service = Depends(get_s
         service.metrics.requests.inc(route="http", outcome="error")
         raise ServeError("internal", f"the request failed: {type(e).__name__}: {e}") from e
     service.metrics.requests.inc(route="http", outcome="ok")
-    cid = "chatcmpl-" + uuid.uuid4().hex[:24]
-    if body.stream:
-        return StreamingResponse(_apply_sse(cid, service.model_name, [p for _, p in result.segments]),
-                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-    return JSONResponse(chat_body(cid, service.model_name, result.text, prompt_tokens, completion_tokens))
+    return out
 
 
 async def _apply_sse(cid: str, model: str, segments: list[str]) -> AsyncIterator[str]:
@@ -261,15 +269,7 @@ async def edit_completions(body: EditRequest, service: Service = Depends(get_ser
         prompt_tokens = sum(service.count_tokens(m.text()) for m in body.messages)
         return region, prompt_tokens, service.count_tokens(region)
 
-    try:
-        region, prompt_tokens, completion_tokens = await asyncio.to_thread(run)
-    except ValueError as e:
-        service.metrics.requests.inc(route="http", outcome="error")
-        raise ServeError("invalid_params", str(e)) from e
-    except Exception as e:  # a bug: this request's error, in the API's shape
-        service.metrics.requests.inc(route="http", outcome="error")
-        raise ServeError("internal", f"the request failed: {type(e).__name__}: {e}") from e
-    service.metrics.requests.inc(route="http", outcome="ok")
+    region, prompt_tokens, completion_tokens = await _off_loop(service, run)
     cid = "chatcmpl-" + uuid.uuid4().hex[:24]
     answer = fenced(region)
     if body.stream:
