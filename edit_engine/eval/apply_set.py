@@ -271,7 +271,7 @@ def run(cases: list[ApplyCase], apply: Callable[[str, str, str], ApplyResult],
     return out
 
 
-def _pct(xs: list[float], q: float) -> float:
+def nearest_rank(xs: list[float], q: float) -> float:
     """Nearest-rank percentile (0 for none)."""
     if not xs:
         return 0.0
@@ -293,9 +293,9 @@ def summary(benchmark: str, outcomes: list[ApplyOutcome]) -> dict[str, Any]:
               for s in sorted({o.style for o in outcomes}) for g in [[o for o in outcomes if o.style == s]]}
     return {"benchmark": benchmark, "cases": n, "exact": sum(o.exact for o in outcomes),
             "exact_match": sum(o.exact for o in outcomes) / n if n else 0.0,
-            "errors": sum(bool(o.error) for o in outcomes), "p50_ms": _pct(ms, 0.5), "p95_ms": _pct(ms, 0.95),
-            "p50_ms_200_400_lines": _pct(mid, 0.5), "cases_200_400_lines": len(mid),
-            "median_lines": _pct([float(o.lines) for o in outcomes], 0.5), "by_kind": kinds, "by_style": styles}
+            "errors": sum(bool(o.error) for o in outcomes), "p50_ms": nearest_rank(ms, 0.5), "p95_ms": nearest_rank(ms, 0.95),
+            "p50_ms_200_400_lines": nearest_rank(mid, 0.5), "cases_200_400_lines": len(mid),
+            "median_lines": nearest_rank([float(o.lines) for o in outcomes], 0.5), "by_kind": kinds, "by_style": styles}
 
 
 def table(s: dict[str, Any]) -> str:

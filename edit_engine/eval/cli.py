@@ -25,6 +25,9 @@ from ..cli_args import UserError, add_dtype_arg, add_sampler_args, sampler_overr
 from .benchmarks import APPLY_BENCHMARKS, BENCHMARKS, NEXT_EDIT_BENCHMARKS, SANTACODER_LANGUAGES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..train.progress import Progress
     from .benchmarks import Task
     from .harness import Filler, Report, TaskResult
     from .next_edit_set import Filler as NextEditFiller
@@ -129,13 +132,7 @@ def _apply(a: argparse.Namespace) -> int:
         raise UserError(str(e)) from e
     engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
     bar = None if a.no_progress else Progress(len(cases), a.benchmark, "case")
-    done = 0
-
-    def tick(o: object) -> None:
-        nonlocal done
-        done += 1
-        if bar is not None:
-            bar.update(done)
+    tick = _counter(bar)
 
     outcomes = run(cases, engine.apply, on_result=tick)
     if bar is not None:
@@ -174,13 +171,7 @@ def _next_edit(a: argparse.Namespace) -> int:
         engine.warm_up()
         fill, model = engine_filler(engine, use_model=a.fill == "engine"), str(engine.path or "")
     bar = None if a.no_progress else Progress(len(cases), "next-edit", "case")
-    done = 0
-
-    def tick(o: object) -> None:
-        nonlocal done
-        done += 1
-        if bar is not None:
-            bar.update(done)
+    tick = _counter(bar)
 
     outcomes = run(cases, fill, on_result=tick)
     if bar is not None:
@@ -310,3 +301,16 @@ def _context_gap(a: argparse.Namespace) -> int:
             print(f"{k:<{w}}  {v:.4f}" if isinstance(v, float) else f"{k:<{w}}  {v}")
     sys.stdout.flush()
     return 0
+
+
+def _counter(bar: Progress | None) -> Callable[[object], None]:
+    """An ``on_result`` that moves ``bar`` one case on per result."""
+    done = 0
+
+    def tick(o: object) -> None:
+        nonlocal done
+        done += 1
+        if bar is not None:
+            bar.update(done)
+
+    return tick

@@ -25,7 +25,6 @@ from __future__ import annotations
 import difflib
 import gzip
 import json
-import math
 import re
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import repair, syntax
+from .apply_set import nearest_rank
 from .benchmarks import BenchmarkError, resolve_data_dir
 
 NEXT_EDIT_FILE = Path("next-edit") / "next-edit.jsonl.gz"
@@ -257,14 +257,6 @@ def run(cases: list[NextEditCase], fill: Filler,
     return out
 
 
-def _pct(xs: list[float], q: float) -> float:
-    """Nearest-rank percentile (0 for none)."""
-    if not xs:
-        return 0.0
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
-
-
 def _group(outcomes: list[Outcome], n: int) -> dict[str, float]:
     """Counts and shares of a group of outcomes (shares of the whole set of ``n`` cases)."""
     proposed = [o for o in outcomes if o.proposed]
@@ -289,8 +281,8 @@ def summary(benchmark: str, fill: str, outcomes: list[Outcome]) -> dict[str, Any
         "benchmark": benchmark, "fill": fill, **overall,
         "no_proposal": (n - overall["proposed"]) / n if n else 0.0,
         "errors": sum(bool(o.error) for o in outcomes),
-        "p50_ms": _pct(ms, 0.5), "p95_ms": _pct(ms, 0.95),
-        "p50_ms_long": _pct(long, 0.5), "p95_ms_long": _pct(long, 0.95), "long_regions": len(long),
+        "p50_ms": nearest_rank(ms, 0.5), "p95_ms": nearest_rank(ms, 0.95),
+        "p50_ms_long": nearest_rank(long, 0.5), "p95_ms_long": nearest_rank(long, 0.95), "long_regions": len(long),
         "by_kind": {k: _group([o for o in outcomes if o.proposed and o.kind == k], n) for k in kinds},
         "by_pattern": {k: _group([o for o in outcomes if o.proposed and "+".join(o.patterns) == k], n)
                        for k in patterns},
