@@ -25,6 +25,18 @@ from .runtime import Runtime
 
 
 @dataclass(frozen=True)
+class Answer:
+    """A document request settled while planning, with no denoising round to run: a copy proposal the model
+    verified (``source="copy"``), or no fill at all (``source="none"``, ``reason`` says why: a language the
+    model was not trained on and no copy found). ``nfe``: the forward passes planning spent on it."""
+
+    text: str
+    source: str  # copy | none
+    reason: str = ""
+    nfe: int = 0
+
+
+@dataclass(frozen=True)
 class DocumentPlan:
     """A document request planned but not run (``Engine.plan_document``): the span, the text either side, the
     sampler settings, how to finish each pass's text and how to check the result.
@@ -51,6 +63,9 @@ class DocumentPlan:
     heal: str = ""  # the partial word before the cursor, which the model writes again (token healing)
     bias: torch.Tensor | None = None  # (V,) float: the novel-name penalty for this context (``Engine.novelty_bias``)
     ids: tuple[list[int], list[int]] | None = None  # the model's context tokens, when planning made them already
+    # Settled while planning (a verified copy, or no fill): run no round, answer this (``Answer``). A server
+    # that runs first rounds itself must check it and send ``Answer.text`` as the final pass.
+    answer: Answer | None = None
 
     @property
     def start(self) -> int:
@@ -117,7 +132,8 @@ class DocumentPlan:
 
 def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
                   selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
-                  do_repair: bool = True, uri: str | None = None, **overrides: Any) -> DocumentPlan:
+                  do_repair: bool = True, uri: str | None = None, related: list[str] | None = None,
+                  **overrides: Any) -> DocumentPlan:
     """Plan a document request without running it (``Engine.plan_document`` documents the arguments).
     Raises ValueError (bad mode, document too large, max_tokens < 1)."""
     if mode not in ("insert", "rewrite"):

@@ -230,35 +230,39 @@ class Engine:
     def stream_complete(self, text: str, offset: int, language: str = "python",
                         selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
                         should_stop: Callable[[], bool] | None = None, mode: str = "insert", repair: bool = True,
-                        uri: str | None = None, **overrides: Any) -> Iterator[Pass]:
+                        uri: str | None = None, related: list[str] | None = None, **overrides: Any) -> Iterator[Pass]:
         """Plan the span at ``offset`` (or rewrite ``selection``) and yield every pass as an edit.
 
         ``mode="rewrite"`` (with a selection) starts from the selection's tokens and re-denoises the least likely
         ones. ``repair`` re-masks what a fill broke in the parse and runs more passes (streamed too). ``uri`` keeps
-        the document's syntax tree between requests so it is re-parsed incrementally.
+        the document's syntax tree between requests so it is re-parsed incrementally. ``related``: other files'
+        text (open documents, the workspace), searched for copy proposals.
         """
         for p, _ in self._document(text, offset, language, selection, max_tokens, seed, should_stop, overrides,
-                                   mode, repair, uri):
+                                   mode, repair, uri, related):
             yield p
 
     def complete(self, text: str, offset: int, language: str = "python",
                  selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
-                 mode: str = "insert", repair: bool = True, uri: str | None = None, **overrides: Any) -> Completion:
-        """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]``."""
+                 mode: str = "insert", repair: bool = True, uri: str | None = None,
+                 related: list[str] | None = None, **overrides: Any) -> Completion:
+        """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]`` (arguments as
+        ``stream_complete``)."""
         last = deque(self._document(text, offset, language, selection, max_tokens, seed, None, overrides, mode,
-                                    repair, uri, stream=False), maxlen=1)
+                                    repair, uri, related, stream=False), maxlen=1)
         p, (kind, t) = last[0]
         return Completion(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason, self.rt.count_tokens(p.text), t,
-                          p.start, p.end, kind)
+                          p.start, p.end, kind, p.source, p.reason)
 
     def _document(self, text: str, offset: int, language: str, selection: tuple[int, int] | None,
                   max_tokens: int | None, seed: int, should_stop: Callable[[], bool] | None,
                   overrides: dict[str, Any], mode: str, do_repair: bool, uri: str | None,
-                  stream: bool = True) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
+                  related: list[str] | None = None, stream: bool = True) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
         """Plan, denoise, post-process, check and repair; yields every pass with (span kind, timings so far).
         ``stream=False``: only the passes that end a round (the caller wants the last one)."""
         t0 = time.perf_counter()
-        dp = self.plan_document(text, offset, language, selection, max_tokens, mode, do_repair, uri, **overrides)
+        dp = self.plan_document(text, offset, language, selection, max_tokens, mode, do_repair, uri, related,
+                                **overrides)
         timings = {**dp.timings, "repair": 0.0}
         for p in rounds.document_passes(self.rt, dp, seed, should_stop, timings, stream):
             timings["total"] = (time.perf_counter() - t0) * 1e3
@@ -266,7 +270,8 @@ class Engine:
 
     def plan_document(self, text: str, offset: int, language: str = "python",
                       selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
-                      repair: bool = True, uri: str | None = None, **overrides: Any) -> DocumentPlan:
+                      repair: bool = True, uri: str | None = None, related: list[str] | None = None,
+                      **overrides: Any) -> DocumentPlan:
         """Plan a document request without running it: parse, choose the span, set the sampler (the arguments
         of ``stream_complete``). Raises ValueError (bad mode, document too large, max_tokens < 1).
 
@@ -275,7 +280,8 @@ class Engine:
         and hand the last canvas to ``finish_document`` (see ``DocumentPlan``). With several candidate
         indentations (``Plan.indents``) planning runs one forward pass: the model chooses (``DocumentPlan.nfe``).
         """
-        return plan_document(self.rt, text, offset, language, selection, max_tokens, mode, repair, uri, **overrides)
+        return plan_document(self.rt, text, offset, language, selection, max_tokens, mode, repair, uri, related,
+                             **overrides)
 
     def finish_document(self, dp: DocumentPlan, tokens: torch.Tensor, index: int, nfe: int, stop_reason: str,
                         seed: int = 0, should_stop: Callable[[], bool] | None = None,

@@ -67,6 +67,8 @@ class Pass:
     # The span as ``text`` is made, with a ``PLACEHOLDER`` where each masked slot of the canvas sits ("" when
     # none is: then ``text`` is the whole story). For display only: a split character shows as U+FFFD.
     preview: str = ""
+    source: str = "model"  # on the final pass: who wrote the fill (``Completion.source``)
+    reason: str = ""  # on the final pass of no fill: why (``Completion.reason``)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,8 @@ class Completion(InfillResult):
     start: int = 0  # character offsets: ``text`` replaces document[start:end]
     end: int = 0
     kind: str = ""  # the planner's span kind
+    source: str = "model"  # who wrote the fill: model | copy (a verified copy proposal) | none (no fill given)
+    reason: str = ""  # why there is no fill (source "none"), e.g. a language the model was not trained on
 
     def to_json(self, document: str) -> dict[str, Any]:
         sl, sc = positions.line_col_of_offset(document, self.start)
@@ -93,7 +97,8 @@ class Completion(InfillResult):
         return {
             "text": self.text, "start": {"line": sl, "col": sc}, "end": {"line": el, "col": ec},
             "kind": self.kind, "passes": self.passes, "nfe": self.nfe, "elapsed_ms": round(self.elapsed_ms, 2),
-            "stop_reason": self.stop_reason, "tokens": self.tokens,
+            "stop_reason": self.stop_reason, "tokens": self.tokens, "source": self.source,
+            **({"reason": self.reason} if self.reason else {}),
             "timings": {k: round(v, 2) for k, v in self.timings.items()},
         }
 
