@@ -22,7 +22,8 @@ When the plan asks for a parse check, the final pass is held back and the last c
 context, so a repair round need not encode it again) goes to a continuation (``JobSpec.then``:
 ``Engine.finish_document``, the check and the repair rounds) on a small pool of threads, unbatched. Requests the
 scheduler cannot run (rewrite mode, autoregressive checkpoints, open models without an exact context cache) run
-a whole engine stream on that pool (``submit_stream``).
+a whole engine stream on that pool (``submit_stream``). A job settled while planning (``JobSpec.answer``: a
+verified copy, or no fill) runs no forward pass: ``submit`` answers it at once with one final pass.
 
 Results reach the event loop through ``loop.call_soon_threadsafe`` into a per-job ``asyncio.Queue``.
 """
@@ -43,6 +44,7 @@ from typing import Any
 import torch
 
 from ..engine import Engine, Pass, Prepared, decode_preview, unheal
+from ..engine.document import Answer
 from ..model import ContextCache
 from ..sampler import DenoiseState, SamplerConfig, Step
 from .metrics import Metrics
@@ -105,6 +107,8 @@ class JobSpec:
     language: str = "python"  # a {prefix, suffix} request's language (the novel-name penalty's common words)
     bias: torch.Tensor | None = None  # (V,) float: a document plan's novel-name penalty (``DocumentPlan.bias``)
     ids: tuple[list[int], list[int]] | None = None  # prefix and suffix tokens, when the plan made them already
+    # Settled while planning (``DocumentPlan.answer``): no forward pass; one final pass carries this text.
+    answer: Answer | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,8 @@ class JobPass:
     start: int = 0  # character offsets of the replaced span (document requests)
     end: int = 0
     preview: str = ""  # the span with a placeholder where each masked slot sits ("" when none is)
+    source: str = "model"  # on the final pass: who wrote the fill (model | copy | none)
+    reason: str = ""  # on the final pass of no fill: why
 
 
 _END = object()
@@ -233,7 +239,10 @@ class Scheduler:
 
     # ------------------------------------------------------------------ any thread
     def submit(self, spec: JobSpec, loop: asyncio.AbstractEventLoop) -> Job:
-        """Check and tokenize ``spec`` and queue it. Raises ValueError (bad request) or Overloaded."""
+        """Check and tokenize ``spec`` and queue it; a spec settled while planning (``spec.answer``) is answered
+        at once, with no forward pass. Raises ValueError (bad request) or Overloaded."""
+        if spec.answer is not None:
+            return self._answer(spec, loop)
         eng = self.engine
         if spec.cfg is not None:  # a document plan's hole: its settings and context are made already
             p_ids, s_ids = spec.ids or eng.context_ids(spec.prefix, spec.suffix)
@@ -254,6 +263,22 @@ class Scheduler:
             self._waiting.append(job)
             self.metrics.queue_depth.set(len(self._waiting))
             self._cond.notify()
+        return job
+
+    def _answer(self, spec: JobSpec, loop: asyncio.AbstractEventLoop) -> Job:
+        """A job whose answer planning found: one final pass, delivered now (nothing is queued)."""
+        a = spec.answer
+        assert a is not None
+        job = Job(next(self._ids), loop, spec)
+        with self._cond:
+            if self._stop:
+                raise Overloaded("the server is shutting down", "shutdown")
+        self.metrics.first_pass.observe(time.perf_counter() - job.submitted)
+        self.metrics.passes.inc()
+        job._deliver(JobPass(0, a.text, 0, True, a.nfe, "complete", None, spec.start, spec.end, "", a.source,
+                             a.reason))
+        self.metrics.retired.inc(reason="done")
+        self.metrics.latency.observe(time.perf_counter() - job.submitted)
         return job
 
     def _backlog(self) -> int:
@@ -300,7 +325,7 @@ class Scheduler:
                         self.metrics.first_pass.observe(time.perf_counter() - job.submitted)
                     self.metrics.passes.inc()
                     job._deliver(JobPass(p.index, p.text, p.masked, p.final, p.nfe, p.stop_reason, None,
-                                         p.start, p.end, p.preview))
+                                         p.start, p.end, p.preview, p.source, p.reason))
                     if p.final:
                         self.metrics.retired.inc(reason="done")
                         self.metrics.latency.observe(time.perf_counter() - job.submitted)

@@ -33,8 +33,14 @@ class Range(BaseModel):
     end: Position
 
 
+MAX_RELATED = 32  # related files (or snippets) in one request; their characters together: max_document_chars
+RELATED_DESCRIPTION = ("other files' text (open documents, workspace files) the engine searches for a copy of the "
+                       "fill; at most 32, their characters together at most the server's max_document_chars")
+
+
 class InfillParams(BaseModel):
-    """Params of ``editEngine/infill``: ``{prefix, suffix}`` or ``{text, position | offset, range?}``."""
+    """Params of ``editEngine/infill``: ``{prefix, suffix}`` or ``{text, position | offset, range?}``; ``related``:
+    other files' text, searched for a copy of the fill (``Engine.plan_document``)."""
 
     model_config = _STRICT
     prefix: str | None = None
@@ -49,6 +55,7 @@ class InfillParams(BaseModel):
     maxTokens: int | None = Field(default=None, ge=1, le=INT32_MAX)
     stream: bool = True
     positionEncoding: Literal["utf-16", "utf-8", "utf-32"] = "utf-16"
+    related: list[str] | None = Field(default=None, max_length=MAX_RELATED)
 
 
 class RpcMessage(BaseModel):
@@ -84,7 +91,6 @@ def apply_result(text: str, elapsed_ms: float, placements: list[dict[str, Any]])
 
 
 MAX_HISTORY = 64  # diffs in a next-edit request's history (the engine's ``next_edit.MAX_HISTORY``)
-MAX_RELATED = 32  # related snippets in a next-edit request
 
 
 class NextEditParams(BaseModel):
@@ -134,6 +140,8 @@ class CompletionRequest(BaseModel):
     n: int = Field(default=1, ge=1, le=1)
     stop: _StopString | Annotated[list[_StopString], Field(max_length=MAX_STOP)] | None = Field(
         default=None, description="the text ends before the first of these strings")
+    related: list[str] | None = Field(default=None, max_length=MAX_RELATED,
+                                      description="extension: " + RELATED_DESCRIPTION)
 
     def prompt_text(self) -> str:
         if isinstance(self.prompt, str):
@@ -363,19 +371,33 @@ def chat_chunk(cid: str, model: str, created: int, delta: dict[str, Any], finish
 FINISH = {"complete": "stop", "length": "length", "cancelled": "stop"}
 
 
+def fill_source(source: str | None, reason: str = "") -> dict[str, str]:
+    """The extension fields that say who wrote a fill (``source``: model, copy or none; ``reason`` when there
+    is one), as a completion's choice and the websocket's final messages carry them; {} without a source."""
+    if source is None:
+        return {}
+    return {"source": source, **({"reason": reason} if reason else {})}
+
+
 def completion_body(cid: str, model: str, text: str, stop_reason: str, prompt_tokens: int,
-                    completion_tokens: int, created: int | None = None) -> dict[str, Any]:
+                    completion_tokens: int, created: int | None = None, source: str = "model",
+                    reason: str = "") -> dict[str, Any]:
+    choice = {"index": 0, "text": text, "finish_reason": FINISH.get(stop_reason, "stop"), "logprobs": None,
+              **fill_source(source, reason)}
     return {
         "id": cid, "object": "text_completion", "created": created or int(time.time()), "model": model,
-        "choices": [{"index": 0, "text": text, "finish_reason": FINISH.get(stop_reason, "stop"), "logprobs": None}],
+        "choices": [choice],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
 
 
-def completion_chunk(cid: str, model: str, created: int, text: str, finish_reason: str | None) -> dict[str, Any]:
+def completion_chunk(cid: str, model: str, created: int, text: str, finish_reason: str | None,
+                     source: str | None = None, reason: str = "") -> dict[str, Any]:
+    """One streamed chunk; the final one (``source`` given) says who wrote the fill."""
     return {"id": cid, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": text, "finish_reason": finish_reason, "logprobs": None}]}
+            "choices": [{"index": 0, "text": text, "finish_reason": finish_reason, "logprobs": None,
+                         **fill_source(source, reason)}]}
 
 
 def models_body(name: str, created: int) -> dict[str, Any]:
@@ -397,11 +419,19 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+SOURCE_DESCRIPTION = ("extension: who wrote the fill: model (denoised), copy (a copy from the document or a related "
+                      "file, verified by the model), none (no fill: see reason). In the response, and in the "
+                      "final chunk of a stream")
+
+
 class CompletionChoice(BaseModel):
     index: int
     text: str
     finish_reason: Literal["stop", "length"] | None
     logprobs: None = None
+    source: str | None = Field(default=None, description=SOURCE_DESCRIPTION)
+    reason: str | None = Field(default=None, description="extension: why there is no fill (source none), e.g. a "
+                                                         "language the model was not trained on")
 
 
 class CompletionUsage(BaseModel):

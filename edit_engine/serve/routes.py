@@ -102,11 +102,15 @@ async def models(service: Service = Depends(get_service)) -> dict[str, Any]:
 @protected.post("/v1/fim/completions", response_model=None, responses=COMPLETION_RESPONSES)
 async def completions(body: CompletionRequest, service: Service = Depends(get_service)) -> Response:
     """Fill-in-the-middle: ``prompt`` is the text before the cursor, ``suffix`` the text after it (or, without
-    ``suffix``, a prompt in a common FIM template, as editors written for other models send)."""
+    ``suffix``, a prompt in a common FIM template, as editors written for other models send). ``related``
+    (an extension): other files' text, searched for a copy of the fill. Each choice says who wrote the fill
+    (``source``: model, copy or none, and ``reason`` for none; in a stream, in the final chunk)."""
     check_model(service, body.model)
-    spec = service.plan_completion(body, stable=body.stream and not body.diffusing)
+    planned = service.plan_completion(body, stable=body.stream and not body.diffusing)
+    spec = planned.spec
+    assert spec is not None
     try:
-        job = await service.start(spec)
+        job = await service.start(planned)
     except ServeError as e:
         service.metrics.requests.inc(route="http", outcome="overloaded" if e.kind == "overloaded" else "error")
         raise
@@ -135,14 +139,15 @@ async def completions(body: CompletionRequest, service: Service = Depends(get_se
                                             service.count_tokens(spec.suffix))  # a large prompt: off the loop
     text, stopped = cut_at_stop(last.text, body.stop_strings())
     return JSONResponse(completion_body(cid, model, text, "complete" if stopped else last.stop_reason,
-                                        prompt_tokens, service.count_tokens(text)))
+                                        prompt_tokens, service.count_tokens(text), source=last.source,
+                                        reason=last.reason))
 
 
 async def _sse(service: Service, job: Job, cid: str, model: str, diffusing: bool,
                stop: list[str]) -> AsyncIterator[str]:
     """``data: {...}`` chunks, then ``data: [DONE]``. Diffusing: each chunk is the whole span (replace);
-    otherwise appended deltas of the committed leading text. Text from a ``stop`` string on is never sent. A
-    client that goes away cancels the job."""
+    otherwise appended deltas of the committed leading text; the final chunk says who wrote the fill. Text from
+    a ``stop`` string on is never sent. A client that goes away cancels the job."""
     created = int(time.time())
     sent = ""
     finished = False
@@ -150,13 +155,14 @@ async def _sse(service: Service, job: Job, cid: str, model: str, diffusing: bool
         async for p in job.passes():
             text, stopped = cut_at_stop(p.text if diffusing or p.final else (p.stable or ""), stop)
             reason = ("stop" if stopped else _finish(p.stop_reason)) if p.final else None
+            source = p.source if p.final else None
             if diffusing:
-                yield _data(completion_chunk(cid, model, created, text, reason))
+                yield _data(completion_chunk(cid, model, created, text, reason, source, p.reason))
             else:
                 delta = text[len(sent) :] if text.startswith(sent) else ""
                 if delta or p.final:
                     sent += delta
-                    yield _data(completion_chunk(cid, model, created, delta, reason))
+                    yield _data(completion_chunk(cid, model, created, delta, reason, source, p.reason))
             finished = p.final
         service.metrics.requests.inc(route="http", outcome="ok")
     except Cancelled as c:

@@ -3,9 +3,11 @@
 One ``Connection`` per socket. Each ``editEngine/infill`` request becomes a task that forwards the job's passes
 as ``editEngine/pass`` notifications and ends with the response (or an error); an ``editEngine/apply`` request
 becomes a task that merges in a worker thread and answers once, and so does an ``editEngine/nextEdit`` request
-(the engine's next edit, in a worker thread; a newer one for the same ``uri`` supersedes it). Several requests may be in
-flight; ``$/cancelRequest``, a newer request for the same ``uri`` and closing the socket cancel them (answered
-with -32800 while the socket is open). A bad frame gets a JSON-RPC error and the connection stays usable.
+(the engine's next edit, in a worker thread; a newer one for the same ``uri`` supersedes it). An infill request
+may carry ``related`` files (searched for a copy of the fill); its final pass and its response say who wrote the
+fill (``source``: model, copy or none; ``reason`` for none). Several requests may be in flight;
+``$/cancelRequest``, a newer request for the same ``uri`` and closing the socket cancel them (answered with
+-32800 while the socket is open). A bad frame gets a JSON-RPC error and the connection stays usable.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .protocol import (
     NextEditParams,
     RpcMessage,
     apply_result,
+    fill_source,
     next_edit_result,
 )
 from .serving import Planned, Service
@@ -316,15 +319,18 @@ class Connection:
                 if planned.range_of is not None:
                     range_ = planned.range_of(ps.start, ps.end)
                 if p.stream:
-                    await self.send({"jsonrpc": "2.0", "method": rpc.PASS, "params": rpc.pass_params(
-                        r.id, ps.index, ps.final, ps.text, ps.masked, uri=p.uri, version=p.version,
-                        range_=range_, preview=ps.preview)})
+                    params = rpc.pass_params(r.id, ps.index, ps.final, ps.text, ps.masked, uri=p.uri,
+                                             version=p.version, range_=range_, preview=ps.preview)
+                    if ps.final:
+                        params.update(fill_source(ps.source, ps.reason))
+                    await self.send({"jsonrpc": "2.0", "method": rpc.PASS, "params": params})
             assert last is not None and last.final
             finished = True
             self.metrics.requests.inc(route="ws", outcome="ok")
-            await self.send({"jsonrpc": "2.0", "id": r.id, "result": rpc.infill_response(
-                last.text, last.index + 1, last.nfe, (time.perf_counter() - t0) * 1e3, last.stop_reason,
-                range_=range_, version=p.version)})
+            result = rpc.infill_response(last.text, last.index + 1, last.nfe, (time.perf_counter() - t0) * 1e3,
+                                         last.stop_reason, range_=range_, version=p.version)
+            await self.send({"jsonrpc": "2.0", "id": r.id, "result": {**result,
+                                                                      **fill_source(last.source, last.reason)}})
         except Cancelled as c:
             self.metrics.requests.inc(route="ws", outcome="cancelled")
             await self.send(rpc_error_message(r.id, ServeError("cancelled", f"request cancelled ({c.reason})")))
