@@ -15,6 +15,8 @@ NEXT_EDIT = "editEngine/nextEdit"  # request: the change that follows the user's
 PASS = "editEngine/pass"  # notification: one refinement pass of a request in flight
 CANCEL = "$/cancelRequest"  # notification: {id}
 ACCEPTED = "editEngine/accepted"  # notification from the client: telemetry (accept / partial accept)
+# workspace/executeCommand: apply a proposed next edit (the server sends it back as workspace/applyEdit)
+APPLY_NEXT_EDIT_COMMAND = "editEngine.applyNextEdit"
 
 # JSON-RPC error codes (JSON-RPC 2.0 and LSP)
 PARSE_ERROR = -32700
@@ -72,6 +74,18 @@ def infill_response(
     if version is not None:
         out["version"] = version
     return out
+
+
+def next_edit_response(
+    range_: dict[str, Any], new_text: str, uri: str, version: int, kind: str, patterns: list[str],
+    elapsed_ms: float,
+) -> dict[str, Any]:
+    """Result of the language server's ``editEngine/nextEdit`` (null when there is no proposal): ``newText``
+    replaces ``range`` of the document at ``version``; ``command`` applies it (``workspace/executeCommand``)."""
+    edit = {"range": range_, "newText": new_text}
+    return {**edit, "version": version, "kind": kind, "patterns": patterns, "elapsedMs": round(elapsed_ms, 2),
+            "command": {"title": "Apply next edit", "command": APPLY_NEXT_EDIT_COMMAND,
+                        "arguments": [{"textDocument": {"uri": uri, "version": version}, **edit}]}}
 
 
 def lsp_range(start: tuple[int, int], end: tuple[int, int]) -> dict[str, Any]:

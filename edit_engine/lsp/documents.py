@@ -7,19 +7,26 @@ numpy array that an edit updates from the edited line on (starts before it are k
 the change in length, and only the edited lines are scanned again). The text itself is one ``str`` (the engine
 takes one), so an edit still copies it, which C does in about a millisecond for 5 million characters.
 
+Each document also keeps its recent edits (``lsp.history``: unified diffs for next-edit requests) and when it was
+last edited (``touched``, to rank the other open documents sent with a request as related code).
+
 Positions follow ``edit_engine.positions`` exactly (LSP line breaks ``\\n``, ``\\r\\n``, ``\\r``; clamping; code
 units per encoding); a property test checks that both agree.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from edit_engine import protocol
 from edit_engine.positions import Encoding, code_units, position_to_offset
+
+from .history import EditHistory
 
 _BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -117,6 +124,30 @@ def _bmp(s: str) -> bool:
     return len(s.encode("utf-16-le", "surrogatepass")) == 2 * len(s)
 
 
+_clock = itertools.count()  # orders edits across documents (most recently edited first)
+
+
+def _common_ends(a: str, b: str) -> tuple[int, int]:
+    """The lengths of the longest common prefix of ``a`` and ``b`` and of the longest common suffix of what
+    follows it (binary search over slices: each comparison is one memcmp)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = lo
+    lo, hi = 0, min(len(a), len(b)) - prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid:] == b[len(b) - mid:]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return prefix, lo
+
+
 @dataclass
 class Document:
     """The server's copy of an open document (the engine gets ``text``; ``version`` guards staleness)."""
@@ -126,9 +157,13 @@ class Document:
     version: int
     language: str
     index: LineIndex = field(init=False, repr=False)
+    history: EditHistory = field(init=False, repr=False)
+    touched: int = field(init=False, repr=False)  # when it was opened or last edited (``_clock``)
 
     def __post_init__(self) -> None:
         self.index = LineIndex(self.text)
+        self.history = EditHistory(self.uri.rstrip("/").rsplit("/", 1)[-1] or "file")
+        self.touched = next(_clock)
 
     def offset(self, line: int, character: int, encoding: Encoding) -> int:
         return self.index.offset(self.text, line, character, encoding)
@@ -137,19 +172,31 @@ class Document:
         return self.index.position(self.text, offset, encoding)
 
     def apply(self, change: Any, encoding: Encoding) -> None:
-        """Apply one ``TextDocumentContentChangeEvent`` (incremental, or the whole text)."""
+        """Apply one ``TextDocumentContentChangeEvent`` (incremental, or the whole text), and record it in the
+        history (a whole text as the change between its common prefix and suffix with the old one)."""
+        old = self.text
+        self.touched = next(_clock)
         rng = getattr(change, "range", None)
         if rng is None:
             self.text = str(change.text)
             self.index = LineIndex(self.text)
+            prefix, suffix = _common_ends(old, self.text)
+            self._record(old, prefix, len(old) - suffix, self.text[prefix: len(self.text) - suffix])
             return
         start = self.offset(rng.start.line, rng.start.character, encoding)
         end = self.offset(rng.end.line, rng.end.character, encoding)
         if end < start:
             start, end = end, start
         inserted = str(change.text)
-        self.text = self.text[:start] + inserted + self.text[end:]
+        self.text = old[:start] + inserted + old[end:]
         self.index.replace(self.text, start, end, len(inserted))
+        self._record(old, start, end, inserted)
+
+    def _record(self, old: str, start: int, end: int, inserted: str) -> None:
+        if max(len(old), len(self.text)) > protocol.MAX_DOCUMENT_CHARS:  # never sent to the model
+            self.history.clear()
+        else:
+            self.history.record(old, start, end, inserted, self.text)
 
 
 def apply_change(text: str, change: Any, encoding: Encoding) -> str:

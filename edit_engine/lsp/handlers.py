@@ -10,11 +10,20 @@ nothing here knows about tokens or the model.
 Documents over ``protocol.MAX_DOCUMENT_CHARS`` (the HTTP server's limit too) are kept in sync but never sent to
 the model: the user is told once (``window/showMessage``), completions come back empty and ``editEngine/infill``
 is answered -32001.
+
+Requests that run the model also send the other open documents of the same language as related code
+(``related_texts``: the most recently edited first, up to ``MAX_RELATED`` of them and ``MAX_RELATED_CHARS``).
+
+``editEngine/nextEdit`` proposes the change after the user's recent edits (each document's history of diffs,
+``lsp.history``): one ``Engine.next_edit`` call on the model thread, superseded by the next such request for the
+document and stopped when it is cancelled or the document changes. The proposal carries the command
+``editEngine.applyNextEdit``, which sends it back to the client as ``workspace/applyEdit``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
@@ -35,6 +44,7 @@ from pygls.exceptions import (
 from pygls.lsp.server import LanguageServer
 
 from edit_engine import Engine, Pass, protocol
+from edit_engine.engine import NextEdit
 from edit_engine.positions import ENCODINGS, Encoding
 
 from . import settings as settings_mod
@@ -51,6 +61,10 @@ T = TypeVar("T")
 
 # LSP language ids -> engine language names (the rest pass through unchanged).
 LANGUAGE_IDS = {"typescriptreact": "tsx", "javascriptreact": "javascript"}
+# Related code sent with a request: other open documents of its language, the most recently edited first. The
+# engine searches them for copies (a few ms per 100 k characters), so they are capped in number and in size.
+MAX_RELATED = 16
+MAX_RELATED_CHARS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -78,7 +92,8 @@ class EditEngineServer(LanguageServer):
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.settings = settings or Settings()
         self.documents: dict[str, Document] = {}
-        self.inflight: dict[str, asyncio.Task[Any]] = {}
+        self.inflight: dict[str, asyncio.Task[Any]] = {}  # fills (inline completion, completion, infill)
+        self.inflight_edits: dict[str, asyncio.Task[Any]] = {}  # next-edit requests
         self.model_jobs = 0  # calls queued or running on the model thread
         self._jobs_lock = threading.Lock()
         self.too_large: set[str] = set()  # documents over the limit that the user has been told about
@@ -245,9 +260,10 @@ def did_close(ls: EditEngineServer, params: types.DidCloseTextDocumentParams) ->
     ls.too_large.discard(params.text_document.uri)
     if ls.loaded_engine is not None:
         ls.loaded_engine.close_document(params.text_document.uri)
-    task = ls.inflight.pop(params.text_document.uri, None)
-    if task is not None:
-        task.cancel()
+    for table in (ls.inflight, ls.inflight_edits):
+        task = table.pop(params.text_document.uri, None)
+        if task is not None:
+            task.cancel()
 
 
 # ---------------------------------------------------------------------------------------------- settings
@@ -275,7 +291,7 @@ def accepted(ls: EditEngineServer, params: Any) -> None:
 
 def status(ls: EditEngineServer, params: Any) -> dict[str, Any]:
     """``editEngine/status``: what the server holds and has in flight (cheap: counts only)."""
-    return {"documents": len(ls.documents), "inflight": len(ls.inflight), "modelJobs": ls.model_jobs,
+    return {"documents": len(ls.documents), "inflight": len(ls.inflight) + len(ls.inflight_edits), "modelJobs": ls.model_jobs,
             "requests": len(ls.protocol._request_futures), "maxDocumentChars": protocol.MAX_DOCUMENT_CHARS}
 
 
@@ -292,13 +308,9 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
         raise JsonRpcServerError(f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
                                  f"{protocol.MAX_DOCUMENT_CHARS:,}", protocol.SERVER_OVERLOADED)
     request_id = ls.protocol.msg_id
-    task = asyncio.current_task()
-    assert task is not None
-    previous = ls.inflight.get(doc.uri)
-    if previous is not None and previous is not task and not previous.done():
-        previous.cancel()  # newer work supersedes older: answered -32800 by pygls
-    ls.inflight[doc.uri] = task
+    task = _supersede(ls.inflight, doc.uri)
     version, text = doc.version, doc.text
+    related = related_texts(ls, doc)
     settings = ls.settings
     gen: Iterator[Pass] | None = None
     try:
@@ -307,7 +319,7 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
         # generator plans (parses) on its first pass, so that too runs on the model thread.
         gen = engine.stream_complete(text, offset, language=doc.language, selection=selection,
                                      max_tokens=max_tokens or settings.max_tokens, uri=doc.uri,
-                                     **settings.overrides())
+                                     related=related or None, **settings.overrides())
         last: Pass | None = None
         rng: types.Range | None = None
         while True:
@@ -333,13 +345,41 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
             raise JsonRpcInternalError("the engine produced no pass")
         fill = Fill(last.text, rng, version, last.index + 1, last.nfe, (time.perf_counter() - t0) * 1e3,
                     last.stop_reason)
-        log.info("request %s: %d passes, %d chars, %.0f ms, %s", request_id, fill.passes, len(fill.text),
-                 fill.elapsed_ms, fill.stop_reason)
+        log.info("request %s: %d passes, %d chars, %.0f ms, %s, related: %d documents", request_id, fill.passes,
+                 len(fill.text), fill.elapsed_ms, fill.stop_reason, len(related))
         return fill
     finally:
         _close(ls, gen)
         if ls.inflight.get(doc.uri) is task:
             del ls.inflight[doc.uri]
+
+
+def _supersede(table: dict[str, asyncio.Task[Any]], uri: str) -> asyncio.Task[Any]:
+    """File the current task as ``uri``'s request in ``table``, cancelling the one it replaces (newer work
+    supersedes older: pygls answers that one -32800). The caller takes it out again when done."""
+    task = asyncio.current_task()
+    assert task is not None
+    previous = table.get(uri)
+    if previous is not None and previous is not task and not previous.done():
+        previous.cancel()
+    table[uri] = task
+    return task
+
+
+def related_texts(ls: EditEngineServer, doc: Document) -> list[str]:
+    """The other open documents of ``doc``'s language, the most recently edited first: at most ``MAX_RELATED``
+    of them, ``MAX_RELATED_CHARS`` together (one that does not fit is passed over), none over the size limit."""
+    others = sorted((d for d in ls.documents.values() if d is not doc and d.language == doc.language
+                     and d.text and not _too_large(d)), key=lambda d: d.touched, reverse=True)
+    out: list[str] = []
+    total = 0
+    for d in others:
+        if len(out) == MAX_RELATED:
+            break
+        if total + len(d.text) <= MAX_RELATED_CHARS:
+            out.append(d.text)
+            total += len(d.text)
+    return out
 
 
 def _close(ls: EditEngineServer, gen: Iterator[Pass] | None) -> None:
@@ -399,8 +439,9 @@ def _position(v: Any, name: str) -> types.Position:
     return types.Position(v["line"], v["character"])
 
 
-async def infill(ls: EditEngineServer, params: Any) -> dict[str, Any]:
-    """``editEngine/infill``: ``{textDocument: {uri, version?}, position | range, maxTokens?}``."""
+def _document_param(ls: EditEngineServer, params: Any) -> Document:
+    """The open document named by ``params.textDocument`` ({uri, version?}); a version that is not the
+    document's is ContentModified."""
     if not isinstance(params, dict):
         raise JsonRpcInvalidParams("params must be an object")
     td = params.get("textDocument")
@@ -413,19 +454,30 @@ async def infill(ls: EditEngineServer, params: Any) -> dict[str, Any]:
             raise JsonRpcInvalidParams("textDocument.version must be an integer")
         if version != doc.version:
             raise JsonRpcContentModified(f"{doc.uri} is at version {doc.version}, not {version}")
+    return doc
+
+
+def _range_param(ls: EditEngineServer, doc: Document, r: Any) -> tuple[int, int]:
+    """A ``{start, end}`` range of ``doc`` as character offsets."""
+    if not isinstance(r, dict):
+        raise JsonRpcInvalidParams("range must be {start, end}")
+    start = ls.offset(doc, _position(r.get("start"), "range.start"))
+    end = ls.offset(doc, _position(r.get("end"), "range.end"))
+    if end < start:
+        raise JsonRpcInvalidParams("range ends before it starts")
+    return start, end
+
+
+async def infill(ls: EditEngineServer, params: Any) -> dict[str, Any]:
+    """``editEngine/infill``: ``{textDocument: {uri, version?}, position | range, maxTokens?}``."""
+    doc = _document_param(ls, params)
     max_tokens = params.get("maxTokens")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                    or max_tokens < 1):
         raise JsonRpcInvalidParams("maxTokens must be an integer >= 1")
     selection = None
     if params.get("range") is not None:
-        r = params["range"]
-        if not isinstance(r, dict):
-            raise JsonRpcInvalidParams("range must be {start, end}")
-        start = ls.offset(doc, _position(r.get("start"), "range.start"))
-        end = ls.offset(doc, _position(r.get("end"), "range.end"))
-        if end < start:
-            raise JsonRpcInvalidParams("range ends before it starts")
+        start, end = _range_param(ls, doc, params["range"])
         offset, selection = start, (start, end)
     elif params.get("position") is not None:
         offset = ls.offset(doc, _position(params["position"], "position"))
@@ -434,3 +486,92 @@ async def infill(ls: EditEngineServer, params: Any) -> dict[str, Any]:
     fill = await _fill(ls, doc, offset, selection, max_tokens)
     return protocol.infill_response(fill.text, fill.passes, fill.nfe, fill.elapsed_ms, fill.stop_reason,
                                     range_=_range_json(fill.range), version=fill.version)
+
+
+# ---------------------------------------------------------------------------------------------- next edit
+async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
+    """``editEngine/nextEdit``: ``{textDocument: {uri, version?}, position, range?}`` (``range``: its rows are
+    the editable region; default: around the cursor). Answered with ``protocol.next_edit_response`` or null
+    (no proposal). The history is the document's own (``Document.history``)."""
+    doc = _document_param(ls, params)
+    if params.get("position") is None:
+        raise JsonRpcInvalidParams("position is required")
+    cursor = ls.offset(doc, _position(params["position"], "position"))
+    region = None
+    if params.get("range") is not None:
+        region = _rows(doc, params["range"])
+    if _too_large(doc):
+        raise JsonRpcServerError(f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
+                                 f"{protocol.MAX_DOCUMENT_CHARS:,}", protocol.SERVER_OVERLOADED)
+    task = _supersede(ls.inflight_edits, doc.uri)
+    version, text = doc.version, doc.text
+    history, related = doc.history.diffs(text), related_texts(ls, doc)
+    stop = threading.Event()  # set when this request ends (answered, cancelled or superseded)
+
+    def should_stop() -> bool:  # read on the model thread between the engine's steps
+        return stop.is_set() or doc.version != version
+
+    t0 = time.perf_counter()
+    try:
+        engine = await ls.engine()
+        call = functools.partial(engine.next_edit, text, cursor, history, doc.language, related or None, region,
+                                 should_stop=should_stop)
+        try:
+            ne: NextEdit | None = await ls.run_model(call)
+        except ValueError as e:  # the engine rejects the input
+            raise JsonRpcInvalidParams(str(e)) from e
+    finally:
+        stop.set()
+        if ls.inflight_edits.get(doc.uri) is task:
+            del ls.inflight_edits[doc.uri]
+    if doc.version != version or doc.text is not text or ls.documents.get(doc.uri) is not doc:
+        raise JsonRpcContentModified(f"{doc.uri} changed while the request ran (version {version})")
+    log.info("next edit for %s (%d diffs): %s, %.0f ms", doc.uri, len(history),
+             ne.kind if ne is not None else "none", (time.perf_counter() - t0) * 1e3)
+    if ne is None:
+        return None
+    return protocol.next_edit_response(_range_json(ls.lsp_range(doc, ne.start, ne.end)), ne.text, doc.uri,
+                                       version, ne.kind, list(ne.patterns), ne.elapsed_ms)
+
+
+def _rows(doc: Document, r: Any) -> tuple[int, int]:
+    """The rows ``[first, last)`` a range covers (its end row only if something of it is in the range)."""
+    if not isinstance(r, dict):
+        raise JsonRpcInvalidParams("range must be {start, end}")
+    start, end = _position(r.get("start"), "range.start"), _position(r.get("end"), "range.end")
+    if (end.line, end.character) < (start.line, start.character):
+        raise JsonRpcInvalidParams("range ends before it starts")
+    rows = doc.text.count("\n") + 1
+    last = end.line + 1 if end.character > 0 or end.line == start.line else end.line
+    first = min(start.line, rows - 1)
+    return first, min(max(last, first + 1), rows)
+
+
+async def apply_next_edit(ls: EditEngineServer, *args: Any) -> dict[str, Any]:
+    """``workspace/executeCommand`` ``editEngine.applyNextEdit`` with one argument, ``{textDocument: {uri,
+    version?}, range, newText}`` (a ``nextEdit`` answer's ``command``): sends the edit to the client as
+    ``workspace/applyEdit`` (for the document's version when the client takes versioned edits) and answers
+    ``{applied, failureReason?}``."""
+    if len(args) != 1 or not isinstance(args[0], dict):
+        raise JsonRpcInvalidParams(f"{protocol.APPLY_NEXT_EDIT_COMMAND} takes one argument: "
+                                   "{textDocument, range, newText}")
+    arg = args[0]
+    doc = _document_param(ls, arg)
+    start, end = _range_param(ls, doc, arg.get("range"))
+    new_text = arg.get("newText")
+    if not isinstance(new_text, str):
+        raise JsonRpcInvalidParams("newText must be a string")
+    edit = types.TextEdit(range=ls.lsp_range(doc, start, end), new_text=new_text)
+    caps = ls.client_capabilities.workspace
+    if caps is not None and caps.workspace_edit is not None and caps.workspace_edit.document_changes:
+        ws_edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
+            edits=[edit])])
+    else:
+        ws_edit = types.WorkspaceEdit(changes={doc.uri: [edit]})
+    result = await ls.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(edit=ws_edit, label="edit-engine: next edit"))
+    out: dict[str, Any] = {"applied": bool(result.applied)}
+    if result.failure_reason:
+        out["failureReason"] = result.failure_reason
+    return out

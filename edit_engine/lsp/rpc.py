@@ -38,7 +38,7 @@ from edit_engine import protocol
 log = logging.getLogger("lsp")
 
 STATUS = "editEngine/status"  # request: counts of open documents and work in flight (tests, health checks)
-OWN_REQUESTS = (protocol.INFILL, STATUS)  # our methods: params stay plain JSON
+OWN_REQUESTS = (protocol.INFILL, protocol.NEXT_EDIT, STATUS)  # our methods: params stay plain JSON
 OWN_NOTIFICATIONS = (protocol.ACCEPTED,)
 
 SERVER_NOT_INITIALIZED = -32002

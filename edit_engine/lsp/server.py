@@ -3,8 +3,9 @@
 Capabilities: incremental text sync, ``textDocument/inlineCompletion`` (LSP 3.18), ``textDocument/completion``
 (fallback: one item whose ``textEdit`` is the fill), the custom request ``editEngine/infill``, the client
 notification ``editEngine/accepted`` (telemetry), and ``editEngine/pass`` notifications while denoising when
-the client sets ``initializationOptions.streamPasses``, and the request ``editEngine/status`` (counts of open
-documents and of work in flight).
+the client sets ``initializationOptions.streamPasses``, the request ``editEngine/status`` (counts of open
+documents and of work in flight), the request ``editEngine/nextEdit`` and the command ``editEngine.applyNextEdit``
+(``workspace/executeCommand``; it sends the edit back as ``workspace/applyEdit``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def create_server(settings: Settings | None = None) -> EditEngineServer:
     ls.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())(handlers.inline_completion)
     ls.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())(handlers.completion)
     ls.feature(protocol.INFILL)(handlers.infill)
+    ls.feature(protocol.NEXT_EDIT)(handlers.next_edit)
+    ls.command(protocol.APPLY_NEXT_EDIT_COMMAND)(handlers.apply_next_edit)
     ls.feature(protocol.ACCEPTED)(handlers.accepted)
     ls.feature(STATUS)(handlers.status)
     return ls
