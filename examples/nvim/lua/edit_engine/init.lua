@@ -15,6 +15,15 @@
 --     popup menu), so they keep their built-in meaning otherwise; accepting is its own undo step;
 --   * typing the suggestion's next characters keeps it (the rest stays shown, nothing is asked again);
 --     any other edit, or moving the cursor, cancels the request ($/cancelRequest) and clears it.
+--
+-- Next edit (editEngine/nextEdit: the change that follows the recent edits, anywhere near the cursor):
+--   * <C-g>n in insert mode, or :EditEngineNextEdit, asks; the text it would replace is highlighted
+--     (EditEngineNextEditOld) and the rows as they would read after it are shown below as virtual lines
+--     (EditEngineNextEdit);
+--   * <Tab> (insert or normal mode, mapped only while one is shown) accepts it as one undo step, then asks for
+--     the next one and moves the cursor to it; <Esc> in normal mode, leaving insert mode, moving the cursor
+--     or editing dismisses it. With `next_edit_auto`, it is asked for after each edit in normal mode and on
+--     leaving insert mode.
 
 local M = {}
 local api = vim.api
@@ -32,7 +41,16 @@ M.config = {
   mask_hl_group = "EditEngineMask", -- placeholders for slots still masked
   mask_char = "░", -- a placeholder
   max_placeholders = 16, -- at most this many placeholders for a run of masked slots
+  next_edit_key = "<C-g>n", -- insert mode: ask for the next edit (also :EditEngineNextEdit)
+  next_edit_accept_key = "<Tab>", -- insert and normal mode, while a next edit is shown: apply it, ask again
+  next_edit_dismiss_key = "<Esc>", -- normal mode, while a next edit is shown: clear it
+  next_edit_auto = false, -- ask after each edit made in normal mode and on leaving insert mode (debounced)
+  next_edit_debounce_ms = 150,
+  next_edit_hl_group = "EditEngineNextEdit", -- the rows as they would read after the edit
+  next_edit_old_hl_group = "EditEngineNextEditOld", -- the text the edit replaces
 }
+
+M.edit_ns = api.nvim_create_namespace("edit_engine_next_edit")
 
 -- Per buffer, while a request runs or a suggestion is shown:
 --   client_id, request_id (nil once answered), version, passes, masked, final, done, error,
@@ -47,9 +65,18 @@ M.config = {
 --   detached             true once typing or a partial accept moved it away from the server's range
 M.state = {}
 
+-- Per buffer, while a next edit is asked for or shown:
+--   client_id, request_id (nil once answered), version, tick, cursor (what it was asked for)
+--   edit        the answer: { range, newText, version, ... } (LSP range of version `version`)
+--   jump        move the cursor to the edit when it arrives (after accepting the previous one)
+--   shown       whether it is drawn (and its keys are mapped)
+M.edit_state = {}
+
 local attached = {}
 local timers = {}
+local edit_timers = {}
 local keymaps = {} -- bufnr -> the mappings we installed (and the buffer-local ones they hid)
+local edit_keymaps = {} -- the same for the next-edit keys
 
 -- ------------------------------------------------------------------------------------------ highlights
 -- Default colours: linked to a standard group where the colour scheme gives that group a terminal colour;
@@ -59,17 +86,20 @@ local keymaps = {} -- bufnr -> the mappings we installed (and the buffer-local o
 local HIGHLIGHTS = {
   EditEngineGhost = { base = "Comment", cterm = { ctermfg = 8, cterm = { italic = true } }, italic = true },
   EditEngineMask = { base = "NonText", cterm = { ctermfg = 8 } },
+  EditEngineNextEdit = { base = "DiffAdd", cterm = { ctermfg = 2 } },
+  EditEngineNextEditOld = { base = "DiffDelete", cterm = { ctermfg = 1, cterm = { strikethrough = true } } },
 }
 
 local function define_highlights()
   for name, spec in pairs(HIGHLIGHTS) do
     local base = api.nvim_get_hl(0, { name = spec.base, link = false })
-    if base.ctermfg then
+    if base.ctermfg or base.ctermbg then
       api.nvim_set_hl(0, name, { link = spec.base, default = true })
     else
       api.nvim_set_hl(0, name, {
         default = true,
         fg = base.fg,
+        bg = base.bg,
         italic = spec.italic or base.italic,
         ctermfg = spec.cterm.ctermfg,
         cterm = spec.cterm.cterm,
@@ -136,46 +166,65 @@ local function shown(st)
   return st ~= nil and st.shown == true
 end
 
-local function remove_keys(bufnr)
-  local saved = keymaps[bufnr]
-  keymaps[bufnr] = nil
+-- Buffer-local mappings that exist only while something is shown. Each hides a buffer-local mapping of the
+-- same key, which is put back when they go. `specs`: { mode, key, rhs (an expr function), desc }.
+local function map_while_shown(bufnr, store, specs)
+  if store[bufnr] then
+    return
+  end
+  local saved = {}
+  for _, spec in ipairs(specs) do
+    if spec.key and spec.key ~= "" then
+      local old = api.nvim_buf_call(bufnr, function()
+        return vim.fn.maparg(spec.key, spec.mode, false, true)
+      end)
+      saved[#saved + 1] = { mode = spec.mode, key = spec.key, old = (old.buffer == 1) and old or nil }
+      vim.keymap.set(spec.mode, spec.key, spec.rhs, { buffer = bufnr, expr = true, desc = spec.desc })
+    end
+  end
+  store[bufnr] = saved
+end
+
+local function unmap(bufnr, store)
+  local saved = store[bufnr]
+  store[bufnr] = nil
   if not saved or not api.nvim_buf_is_valid(bufnr) then
     return
   end
   for _, s in ipairs(saved) do
-    pcall(vim.keymap.del, "i", s.key, { buffer = bufnr })
+    pcall(vim.keymap.del, s.mode, s.key, { buffer = bufnr })
     if s.old then
       api.nvim_buf_call(bufnr, function()
-        vim.fn.mapset("i", false, s.old)
+        vim.fn.mapset(s.mode, false, s.old)
       end)
     end
   end
 end
 
+local function remove_keys(bufnr)
+  unmap(bufnr, keymaps)
+end
+
 -- Mapped only while a suggestion is shown; when the popup menu is open (or the suggestion went away in the
 -- meantime) each key does what it does without the plugin.
 local function install_keys(bufnr)
-  if keymaps[bufnr] then
-    return
-  end
-  local saved = {}
+  local specs = {}
   for _, spec in ipairs({
     { M.config.accept_key, "accept" },
     { M.config.accept_line_key, "accept_line" },
     { M.config.dismiss_key, "dismiss" },
   }) do
     local key, action = spec[1], spec[2]
-    if key and key ~= "" then
-      local old = api.nvim_buf_call(bufnr, function()
-        return vim.fn.maparg(key, "i", false, true)
-      end)
-      saved[#saved + 1] = { key = key, old = (old.buffer == 1) and old or nil }
-      vim.keymap.set("i", key, function()
+    specs[#specs + 1] = {
+      mode = "i",
+      key = key,
+      desc = "edit-engine: " .. action,
+      rhs = function()
         return M._key(bufnr, action, key)
-      end, { buffer = bufnr, expr = true, desc = "edit-engine: " .. action })
-    end
+      end,
+    }
   end
-  keymaps[bufnr] = saved
+  map_while_shown(bufnr, keymaps, specs)
 end
 
 --- The expression behind a mapped key: the action (accepting wrapped in <C-g>u, so it is one undo step),
@@ -536,6 +585,197 @@ function M.accept(bufnr, first_line_only)
   return true
 end
 
+-- ------------------------------------------------------------------------------------------ next edit
+local function clear_edit(bufnr)
+  unmap(bufnr, edit_keymaps)
+  if api.nvim_buf_is_valid(bufnr) then
+    api.nvim_buf_clear_namespace(bufnr, M.edit_ns, 0, -1)
+  end
+end
+
+--- Cancel the next-edit request in flight for the buffer (if any) and clear the edit shown.
+function M.dismiss_edit(bufnr)
+  bufnr = resolve(bufnr)
+  local st = M.edit_state[bufnr]
+  M.edit_state[bufnr] = nil
+  clear_edit(bufnr)
+  if st and st.request_id then
+    local client = vim.lsp.get_client_by_id(st.client_id)
+    if client then
+      client:cancel_request(st.request_id)
+    end
+  end
+end
+
+-- Is the next edit still for the buffer and the cursor it was asked for (or shown at)?
+local function edit_current(bufnr, st)
+  if M.edit_state[bufnr] ~= st or not api.nvim_buf_is_valid(bufnr) then
+    return false
+  end
+  if api.nvim_buf_get_changedtick(bufnr) ~= st.tick then
+    return false
+  end
+  local cur = cursor_of(bufnr)
+  return cur == nil or st.cursor == nil or same_pos(cur, st.cursor)
+end
+
+-- Keep the edit if nothing it depends on changed, dismiss it otherwise.
+local function reconcile_edit(bufnr)
+  local st = M.edit_state[bufnr]
+  if st and not edit_current(bufnr, st) then
+    M.dismiss_edit(bufnr)
+  end
+end
+
+local function show_edit(bufnr, st)
+  local client = vim.lsp.get_client_by_id(st.client_id)
+  local e = st.edit
+  if not client then
+    return
+  end
+  local enc = client.offset_encoding
+  local sr, er = e.range.start.line, e.range["end"].line
+  local sc = byte_col(bufnr, sr, e.range.start.character, enc)
+  local ec = byte_col(bufnr, er, e.range["end"].character, enc)
+  if st.jump and api.nvim_get_current_buf() == bufnr then
+    pcall(api.nvim_win_set_cursor, 0, { sr + 1, sc })
+    st.cursor = cursor_of(bufnr)
+  end
+  -- The rows the edit touches, as they would read after it.
+  local first = api.nvim_buf_get_lines(bufnr, sr, sr + 1, false)[1] or ""
+  local last = api.nvim_buf_get_lines(bufnr, er, er + 1, false)[1] or ""
+  local after = first:sub(1, sc) .. e.newText .. last:sub(ec + 1)
+  local spaces = string.rep(" ", vim.bo[bufnr].tabstop)
+  local virt_lines = {}
+  for _, line in ipairs(vim.split(after, "\n", { plain = true })) do
+    virt_lines[#virt_lines + 1] = { { (line:gsub("\t", spaces)), M.config.next_edit_hl_group } }
+  end
+  if sc ~= ec or sr ~= er then
+    api.nvim_buf_set_extmark(bufnr, M.edit_ns, sr, sc, {
+      end_row = er,
+      end_col = ec,
+      hl_group = M.config.next_edit_old_hl_group,
+      priority = 200,
+    })
+  end
+  api.nvim_buf_set_extmark(bufnr, M.edit_ns, er, 0, { virt_lines = virt_lines })
+  st.shown = true
+  map_while_shown(bufnr, edit_keymaps, {
+    { mode = "i", key = M.config.next_edit_accept_key, desc = "edit-engine: apply the next edit",
+      rhs = function()
+        return M._edit_key(bufnr, "accept", M.config.next_edit_accept_key, true)
+      end },
+    { mode = "n", key = M.config.next_edit_accept_key, desc = "edit-engine: apply the next edit",
+      rhs = function()
+        return M._edit_key(bufnr, "accept", M.config.next_edit_accept_key, false)
+      end },
+    { mode = "n", key = M.config.next_edit_dismiss_key, desc = "edit-engine: dismiss the next edit",
+      rhs = function()
+        return M._edit_key(bufnr, "dismiss", M.config.next_edit_dismiss_key, false)
+      end },
+  })
+  ensure_visible(bufnr, er, #virt_lines)
+end
+
+--- The expression behind a next-edit key: the action (accepting wrapped in <C-g>u in insert mode, so it is
+--- one undo step), or the key itself when nothing is shown or the popup menu is open.
+function M._edit_key(bufnr, action, key, insert)
+  local st = M.edit_state[bufnr]
+  if (insert and vim.fn.pumvisible() == 1) or not (st and st.shown) then
+    return key
+  end
+  local cmd = ("<Cmd>lua require('edit_engine')._edit_act(%d, %q)<CR>"):format(bufnr, action)
+  return (insert and action == "accept") and ("<C-g>u" .. cmd .. "<C-g>u") or cmd
+end
+
+function M._edit_act(bufnr, action)
+  if action == "accept" then
+    M.accept_edit(bufnr)
+  else
+    M.dismiss_edit(bufnr)
+  end
+end
+
+--- Ask the server for the next edit at the cursor (opts.jump: move the cursor to it when it comes).
+--- Returns the request id, or nil.
+function M.next_edit(bufnr, opts)
+  bufnr = resolve(bufnr)
+  local client = client_for(bufnr)
+  if not client then
+    return nil
+  end
+  M.dismiss_edit(bufnr)
+  local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+  local st = { client_id = client.id, jump = opts and opts.jump, cursor = cursor_of(bufnr) }
+  st.tick = api.nvim_buf_get_changedtick(bufnr)
+  M.edit_state[bufnr] = st
+  local ok, id = client:request("editEngine/nextEdit", params, function(err, result)
+    if M.edit_state[bufnr] ~= st then
+      return -- superseded or dismissed
+    end
+    st.request_id = nil
+    if not edit_current(bufnr, st) then
+      M.dismiss_edit(bufnr)
+      return
+    end
+    if err or type(result) ~= "table" or result.version ~= vim.lsp.util.buf_versions[bufnr] then
+      M.edit_state[bufnr] = nil
+      if err and err.code ~= -32800 and err.code ~= -32801 then
+        vim.notify("edit-engine: " .. (err.message or "next edit failed"), vim.log.levels.WARN)
+      elseif not err then
+        api.nvim_echo({ { "edit-engine: no next edit", "Comment" } }, false, {})
+      end
+      return
+    end
+    st.edit = result
+    show_edit(bufnr, st)
+  end, bufnr)
+  if not ok then
+    M.edit_state[bufnr] = nil
+    return nil
+  end
+  st.version = vim.lsp.util.buf_versions[bufnr] -- read after the request flushed the pending changes
+  st.request_id = id
+  return id
+end
+
+--- Apply the next edit shown (one undo step), then ask for the one after it and move to it.
+--- Returns true if an edit was applied.
+function M.accept_edit(bufnr)
+  bufnr = resolve(bufnr)
+  local st = M.edit_state[bufnr]
+  if not st or not st.edit or not edit_current(bufnr, st) then
+    M.dismiss_edit(bufnr)
+    return false
+  end
+  local client = vim.lsp.get_client_by_id(st.client_id)
+  if not client then
+    return false
+  end
+  local e = st.edit
+  M.dismiss_edit(bufnr)
+  break_undo()
+  vim.lsp.util.apply_text_edits({ { range = e.range, newText = e.newText } }, bufnr, client.offset_encoding)
+  local lines = vim.split(e.newText, "\n", { plain = true })
+  local row = e.range.start.line + #lines - 1
+  local col = #lines[#lines]
+  if #lines == 1 then
+    col = col + byte_col(bufnr, e.range.start.line, e.range.start.character, client.offset_encoding)
+  end
+  if api.nvim_get_current_buf() == bufnr then
+    pcall(api.nvim_win_set_cursor, 0, { row + 1, col })
+  end
+  client:notify("editEngine/accepted", {
+    uri = vim.uri_from_bufnr(bufnr),
+    kind = "nextEdit",
+    acceptedChars = vim.fn.strchars(e.newText),
+    totalChars = vim.fn.strchars(e.newText),
+    final = true,
+  })
+  M.next_edit(bufnr, { jump = true })
+  return true
+end
+
 -- ------------------------------------------------------------------------------------------ setup
 local function on_attach(bufnr)
   if attached[bufnr] then
@@ -554,8 +794,10 @@ local function on_attach(bufnr)
     on_detach = function()
       attached[bufnr] = nil
       M.state[bufnr] = nil
+      M.edit_state[bufnr] = nil
       vim.schedule(function()
         remove_keys(bufnr)
+        unmap(bufnr, edit_keymaps)
       end)
     end,
   })
@@ -564,7 +806,34 @@ local function on_attach(bufnr)
       M.trigger(bufnr)
     end, { buffer = bufnr, desc = "edit-engine: ask for a suggestion" })
   end
+  if M.config.next_edit_key and M.config.next_edit_key ~= "" then
+    vim.keymap.set("i", M.config.next_edit_key, function()
+      M.next_edit(bufnr)
+    end, { buffer = bufnr, desc = "edit-engine: ask for the next edit" })
+  end
   local group = api.nvim_create_augroup("edit_engine_buf_" .. bufnr, { clear = true })
+  -- A next edit holds while the buffer and the cursor stay as they were; with next_edit_auto, one is asked
+  -- for after an edit in normal mode and on leaving insert mode.
+  api.nvim_create_autocmd({ "CursorMoved", "CursorMovedI", "TextChanged", "TextChangedI", "TextChangedP" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function(args)
+      reconcile_edit(bufnr)
+      if M.config.next_edit_auto and args.event == "TextChanged" then
+        M._auto_edit(bufnr)
+      end
+    end,
+  })
+  api.nvim_create_autocmd("InsertLeave", {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      M.dismiss_edit(bufnr)
+      if M.config.next_edit_auto then
+        M._auto_edit(bufnr)
+      end
+    end,
+  })
   api.nvim_create_autocmd({ "CursorMovedI", "TextChangedP" }, {
     group = group,
     buffer = bufnr,
@@ -608,8 +877,27 @@ local function on_attach(bufnr)
   })
 end
 
+-- next_edit_auto: ask once the buffer has been still for next_edit_debounce_ms (in normal mode).
+function M._auto_edit(bufnr)
+  local t = edit_timers[bufnr]
+  if t then
+    t:stop()
+  else
+    t = vim.uv.new_timer()
+    edit_timers[bufnr] = t
+  end
+  t:start(M.config.next_edit_debounce_ms, 0, vim.schedule_wrap(function()
+    if api.nvim_get_current_buf() == bufnr and vim.fn.mode() == "n" and not M.edit_state[bufnr] then
+      M.next_edit(bufnr)
+    end
+  end))
+end
+
 function M.setup(opts)
   M.config = vim.tbl_deep_extend("force", M.config, opts or {})
+  api.nvim_create_user_command("EditEngineNextEdit", function()
+    M.next_edit(0)
+  end, { desc = "edit-engine: show the next edit (<Tab> applies it)", force = true })
   vim.lsp.handlers["editEngine/pass"] = M.on_pass
   local group = api.nvim_create_augroup("edit_engine", { clear = true })
   define_highlights()

@@ -1,0 +1,163 @@
+"""Next edit in the Neovim client (examples/nvim), in real Neovim 0.11 with a UI attached and the real language
+server with the packaged model, driven as in ``test_nvim_client`` (whose ``Nvim`` and fixture this reuses).
+
+A variable is renamed where it is defined; asking for the next edit shows, on screen, the use it would change
+(highlighted as replaced) and the rows as they would read after it (virtual lines); <Tab> applies it as one undo
+step, asks again and moves to the next use; the last one leaves nothing to propose. The proposals come from the
+engine's rename propagation, which is deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_nvim_client import LINES, Nvim, nvim_session  # noqa: F401  (nvim_session: the fixture)
+
+NEW, OLD = "EditEngineNextEdit", "EditEngineNextEditOld"
+EDIT = "require('edit_engine').edit_state[vim.api.nvim_get_current_buf()]"
+SHOWN = f"(function() local s = {EDIT}; return s ~= nil and s.shown == true end)()"
+DOC = """def total(items):
+    count = 0
+    for item in items:
+        count += item.price
+
+    print(count)
+    return count
+
+
+print(total([]))
+"""
+WIDTH = 80
+
+COUNT_ANSWERS = r"""
+_G.ee_edits = 0
+vim.api.nvim_create_autocmd("LspRequest", {
+  callback = function(args)
+    local r = args.data.request
+    if r.type == "complete" and r.method == "editEngine/nextEdit" then
+      _G.ee_edits = _G.ee_edits + 1
+    end
+  end,
+})
+"""
+
+
+def answered(nv: Nvim, n: int) -> None:
+    nv.wait(f"_G.ee_edits >= {n}", f"answer {n} to editEngine/nextEdit")
+
+
+def row_text(nv: Nvim, row: int) -> str:
+    return nv.screen.text(nv.screen.frames[-1], row).rstrip()
+
+
+def names_of(nv: Nvim, group: str) -> set[str]:
+    """``group`` and the groups it links to (a UI is told the group a link ends at)."""
+    out = {group}
+    while link := nv.lua("return vim.api.nvim_get_hl(0, { name = ... }).link", group):
+        out.add(group := link)
+    return out
+
+
+def drawn_with(nv: Nvim, row: list[Any], group: str) -> str:
+    """The text of the cells of a screen row drawn with ``group``."""
+    names = names_of(nv, group)
+    return "".join(c.text for c in row if names & set(nv.screen.names(c)))
+
+
+def cells_with(nv: Nvim, row: int, group: str) -> str:
+    return drawn_with(nv, nv.screen.frames[-1][row], group)
+
+
+def nothing_drawn_with(nv: Nvim, group: str) -> Any:
+    return lambda f: not any(drawn_with(nv, row, group) for row in f)
+
+
+def lines(text: str) -> list[str]:
+    return text.split("\n")[:-1]
+
+
+@pytest.mark.slow
+def test_a_rename_is_carried_to_each_use_on_screen_one_tab_at_a_time(nvim_session: Any) -> None:
+    nv: Nvim = nvim_session(width=WIDTH, height=20)
+    nv.lua(COUNT_ANSWERS)
+    nv.open("total.py", DOC)
+    nv.lua("vim.api.nvim_win_set_cursor(0, { 2, 4 })")
+    nv.keys("cwsubtotal")  # insert mode, after "subtotal"
+    nv.keys("<C-g>n")
+    nv.wait(SHOWN, "the next edit")
+    # On screen: row 3 is marked as replaced, and below it the row as it would read, as a virtual line.
+    nv.wait_screen(lambda f: nv.screen.text(f, 4).rstrip() == "        subtotal += item.price", "the new row")
+    assert [row_text(nv, r) for r in range(4)] == lines(DOC)[:1] + ["    subtotal = 0"] + lines(DOC)[2:4]
+    assert cells_with(nv, 3, OLD) == "        count += item.price"
+    assert cells_with(nv, 4, NEW).rstrip() == "        subtotal += item.price"
+    assert row_text(nv, 5) == ""  # the blank row 4 of the buffer follows
+    # Told apart from code without GUI colours: both have terminal colours ('notermguicolors').
+    frame = nv.screen.frames[-1]
+    for row, col in ((3, 8), (4, 8)):
+        attrs = nv.screen.cterm(frame[row][col])
+        assert attrs.get("foreground") is not None or attrs.get("background") is not None, attrs
+
+    # <Tab> applies it, asks again and moves to the next use (rows 5-6), shown the same way.
+    asked = nv.lua("return _G.ee_edits")
+    nv.keys("<Tab>")
+    assert nv.lua(f"return {LINES}")[3] == "        subtotal += item.price"
+    answered(nv, asked + 1)
+    nv.wait(SHOWN, "the second next edit")
+    assert nv.lua("return vim.api.nvim_win_get_cursor(0)") == [6, 0]
+    nv.wait_screen(lambda f: drawn_with(nv, f[7], NEW).rstrip() == "    print(subtotal)", "the second edit")
+    assert cells_with(nv, 5, OLD) == "    print(count)" and cells_with(nv, 6, OLD) == "    return count"
+    assert row_text(nv, 8) == "    return subtotal"
+    nv.keys("<Tab>")
+    answered(nv, asked + 2)
+    assert "\n".join(nv.lua(f"return {LINES}")) + "\n" == DOC.replace("count", "subtotal")
+    assert nv.lua(f"return {EDIT}") is None  # nothing left to propose
+    nv.wait_screen(nothing_drawn_with(nv, NEW), "no next edit")
+
+    # Each accepted edit is its own undo step; the typing before them is another.
+    nv.keys("<Esc>u")
+    assert nv.lua(f"return {LINES}")[5:7] == ["    print(count)", "    return count"]
+    assert nv.lua(f"return {LINES}")[3] == "        subtotal += item.price"
+    nv.keys("u")
+    assert nv.lua(f"return {LINES}")[1:4] == ["    subtotal = 0", "    for item in items:",
+                                              "        count += item.price"]
+
+
+@pytest.mark.slow
+def test_moving_or_escape_dismisses_and_tab_keeps_its_meaning_otherwise(nvim_session: Any) -> None:
+    nv: Nvim = nvim_session(width=WIDTH, height=20)
+    nv.lua(COUNT_ANSWERS)
+    nv.open("total.py", DOC)
+    nv.lua("vim.api.nvim_win_set_cursor(0, { 2, 4 })")
+    nv.keys("cwsubtotal<Esc>")
+    nv.request("nvim_command", "EditEngineNextEdit")  # from normal mode
+    nv.wait(SHOWN, "the next edit")
+    nv.keys("<Esc>")
+    assert nv.lua(f"return {EDIT}") is None
+    assert nv.lua("return #vim.api.nvim_buf_get_extmarks(0, require('edit_engine').edit_ns, 0, -1, {})") == 0
+    nv.request("nvim_command", "EditEngineNextEdit")
+    nv.wait(SHOWN, "the next edit again")
+    nv.keys("j")
+    assert nv.lua(f"return {EDIT}") is None
+    nv.wait_screen(nothing_drawn_with(nv, NEW), "the edit cleared")
+    # Nothing shown: <Tab> in insert mode inserts a tab (or its spaces), nothing is applied.
+    nv.keys("A<Tab><Esc>")
+    buf = nv.lua(f"return {LINES}")
+    assert buf[2] != "    for item in items:" and buf[2].startswith("    for item in items:")
+    assert buf[3] == "        count += item.price"
+
+
+@pytest.mark.slow
+def test_next_edit_highlights_default_to_terminal_colours(nvim_session: Any) -> None:
+    nv: Nvim = nvim_session(server=False)
+    get = "vim.api.nvim_get_hl(0, { name = ..., link = false })"
+    for name in (NEW, OLD):
+        hl = nv.lua(f"return {get}", name)
+        assert hl.get("ctermfg") is not None or hl.get("ctermbg") is not None, (name, hl)
+    # A scheme without terminal colours for the diff groups: the fallbacks.
+    nv.request("nvim_command", "highlight clear DiffAdd | highlight clear DiffDelete")
+    nv.request("nvim_command", f"highlight clear {NEW} | highlight clear {OLD}")
+    nv.lua("require('edit_engine').setup({})")
+    assert nv.lua(f"return {get}", NEW).get("ctermfg") == 2
+    old = nv.lua(f"return {get}", OLD)
+    assert old.get("ctermfg") == 1 and old.get("cterm", {}).get("strikethrough"), old
