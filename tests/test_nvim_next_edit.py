@@ -12,7 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_nvim_client import LINES, Nvim, nvim_session  # noqa: F401  (nvim_session: the fixture)
+import test_nvim_client
+from test_nvim_client import LINES, Nvim
+
+nvim_session = test_nvim_client.nvim_session  # the fixture: one embedded Neovim per call, closed at the end
 
 NEW, OLD = "EditEngineNextEdit", "EditEngineNextEditOld"
 EDIT = "require('edit_engine').edit_state[vim.api.nvim_get_current_buf()]"
