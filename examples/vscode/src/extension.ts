@@ -4,6 +4,15 @@
 // token becomes $/cancelRequest). While the server denoises it sends editEngine/pass notifications; each one
 // is a snapshot of the whole span, rendered here as ghost text (an `after` decoration) until the answer
 // arrives and VS Code shows it as the inline suggestion. Accepting reports editEngine/accepted.
+//
+// Next edit (editEngine/nextEdit: the change that follows the user's recent edits, which the server keeps per
+// document). VS Code's inline-edit API is proposed, not in the stable API this extension builds against
+// (@types/vscode 1.85), so the edit is offered two stable ways:
+//   * the command "edit-engine: Show next edit" (ctrl+alt+n) shows it: the text it replaces struck through and
+//     the new text after it; Tab applies it (one undo step), asks for the next one and moves there; Escape,
+//     moving the cursor or editing dismisses it;
+//   * a code action, "Apply next edit" (refactor.rewrite), runs the server's command editEngine.applyNextEdit,
+//     which sends the edit back as workspace/applyEdit.
 import * as vscode from "vscode";
 import {
   LanguageClient,
@@ -36,6 +45,13 @@ interface InlineItem {
 }
 interface InlineList {
   items: InlineItem[];
+}
+interface NextEditResult {
+  range: LspRange;
+  newText: string;
+  version: number;
+  kind: string;
+  command: { title: string; command: string; arguments: unknown[] };
 }
 
 const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "rust", "go"];
@@ -103,6 +119,132 @@ function clearGhost(): void {
   }
 }
 
+// ------------------------------------------------------------------------------------------ next edit
+const NEXT_EDIT = "editEngine/nextEdit";
+const SHOWN_CONTEXT = "editEngine.nextEditShown";
+
+let oldText: vscode.TextEditorDecorationType | undefined;
+let newText: vscode.TextEditorDecorationType | undefined;
+// The edit shown, with the document version and the cursor it is shown for.
+let shown:
+  | { editor: vscode.TextEditor; version: number; cursor: vscode.Position; range: vscode.Range; text: string }
+  | undefined;
+let asking: vscode.CancellationTokenSource | undefined;
+
+async function askNextEdit(
+  document: vscode.TextDocument,
+  position: vscode.Position,
+  token?: vscode.CancellationToken,
+): Promise<NextEditResult | null> {
+  if (!client) {
+    return null;
+  }
+  const params = {
+    textDocument: { uri: document.uri.toString(), version: document.version },
+    position: { line: position.line, character: position.character },
+  };
+  try {
+    return await client.sendRequest<NextEditResult | null>(NEXT_EDIT, params, token);
+  } catch (e) {
+    return null; // cancelled (-32800), stale (-32801) or refused: nothing to propose
+  }
+}
+
+function dismissNextEdit(): void {
+  asking?.cancel();
+  asking = undefined;
+  if (shown && oldText && newText) {
+    shown.editor.setDecorations(oldText, []);
+    shown.editor.setDecorations(newText, []);
+  }
+  shown = undefined;
+  void vscode.commands.executeCommand("setContext", SHOWN_CONTEXT, false);
+}
+
+/** Ask for the next edit at the cursor and show it (`jump`: move the cursor to it first). */
+async function showNextEdit(jump: boolean): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || !oldText || !newText) {
+    return;
+  }
+  dismissNextEdit();
+  const source = new vscode.CancellationTokenSource();
+  asking = source;
+  const document = editor.document;
+  const version = document.version;
+  const result = await askNextEdit(document, editor.selection.active, source.token);
+  if (asking !== source || source.token.isCancellationRequested || document.version !== version) {
+    return;
+  }
+  asking = undefined;
+  if (!result) {
+    vscode.window.setStatusBarMessage("edit-engine: no next edit", 3000);
+    return;
+  }
+  const range = toRange(result.range);
+  if (jump) {
+    editor.selection = new vscode.Selection(range.start, range.start);
+  }
+  editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+  const lines = result.newText.split("\n");
+  const more = lines.length > 1 ? `  … +${lines.length - 1} lines` : "";
+  editor.setDecorations(oldText, [range]);
+  editor.setDecorations(newText, [
+    {
+      range: new vscode.Range(range.end, range.end),
+      renderOptions: { after: { contentText: ` → ${lines[0].trim()}${more}` } },
+    },
+  ]);
+  shown = { editor, version, cursor: editor.selection.active, range, text: result.newText };
+  await vscode.commands.executeCommand("setContext", SHOWN_CONTEXT, true);
+}
+
+/** Apply the edit shown (one undo step), then ask for the next one and move there. */
+async function acceptNextEdit(): Promise<void> {
+  const edit = shown;
+  if (!edit || edit.editor.document.version !== edit.version) {
+    dismissNextEdit();
+    return;
+  }
+  dismissNextEdit();
+  const applied = await edit.editor.edit((builder) => builder.replace(edit.range, edit.text));
+  if (applied) {
+    void client?.sendNotification("editEngine/accepted", {
+      uri: edit.editor.document.uri.toString(),
+      kind: "nextEdit",
+      acceptedChars: edit.text.length,
+    });
+    await showNextEdit(true);
+  }
+}
+
+/** "Apply next edit" as a code action: runs the server's editEngine.applyNextEdit (workspace/applyEdit). */
+class NextEditActions implements vscode.CodeActionProvider {
+  static readonly kinds = [vscode.CodeActionKind.RefactorRewrite];
+
+  async provideCodeActions(
+    document: vscode.TextDocument,
+    range: vscode.Range | vscode.Selection,
+    context: vscode.CodeActionContext,
+    token: vscode.CancellationToken,
+  ): Promise<vscode.CodeAction[]> {
+    if (context.only && !context.only.contains(vscode.CodeActionKind.RefactorRewrite)) {
+      return [];
+    }
+    const result = await askNextEdit(document, range.start, token);
+    if (!result || token.isCancellationRequested) {
+      return [];
+    }
+    const action = new vscode.CodeAction("Apply next edit (edit-engine)", vscode.CodeActionKind.RefactorRewrite);
+    action.command = {
+      title: result.command.title,
+      command: result.command.command,
+      arguments: result.command.arguments,
+    };
+    return [action];
+  }
+}
+
 class Provider implements vscode.InlineCompletionItemProvider {
   async provideInlineCompletionItems(
     document: vscode.TextDocument,
@@ -151,9 +293,32 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   ghost = vscode.window.createTextEditorDecorationType({
     after: { color: new vscode.ThemeColor("editorGhostText.foreground"), fontStyle: "italic" },
   });
+  oldText = vscode.window.createTextEditorDecorationType({
+    textDecoration: "line-through",
+    backgroundColor: new vscode.ThemeColor("diffEditor.removedTextBackground"),
+  });
+  newText = vscode.window.createTextEditorDecorationType({
+    after: { color: new vscode.ThemeColor("editorGhostText.foreground"), fontStyle: "italic" },
+  });
+  const selector = LANGUAGES.map((language) => ({ scheme: "file", language }));
   client = createClient();
   context.subscriptions.push(
     ghost,
+    oldText,
+    newText,
+    vscode.commands.registerCommand("editEngine.nextEdit", () => showNextEdit(false)),
+    vscode.commands.registerCommand("editEngine.acceptNextEdit", () => acceptNextEdit()),
+    vscode.commands.registerCommand("editEngine.dismissNextEdit", () => dismissNextEdit()),
+    vscode.languages.registerCodeActionsProvider(selector, new NextEditActions(), {
+      providedCodeActionKinds: NextEditActions.kinds,
+    }),
+    vscode.window.onDidChangeTextEditorSelection((e) => {
+      const moved = e.textEditor !== shown?.editor || !e.selections[0].active.isEqual(shown.cursor);
+      if (shown && moved) {
+        dismissNextEdit();
+      }
+    }),
+    vscode.window.onDidChangeActiveTextEditor(() => dismissNextEdit()),
     client.onNotification("editEngine/pass", (p: PassParams) => renderPass(p)),
     vscode.languages.registerInlineCompletionItemProvider(
       LANGUAGES.map((language) => ({ scheme: "file", language })),
@@ -170,7 +335,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         void client?.sendNotification("workspace/didChangeConfiguration", { settings: { editEngine: settings() } });
       }
     }),
-    vscode.workspace.onDidChangeTextDocument(() => clearGhost()),
+    vscode.workspace.onDidChangeTextDocument((e) => {
+      clearGhost();
+      if (shown && e.document === shown.editor.document) {
+        dismissNextEdit();
+      }
+    }),
   );
   await client.start();
 }
