@@ -31,7 +31,10 @@ SANTACODER_FILE = "benchmark.jsonl.gz"
 APPLY_BENCHMARKS = ("apply", "apply-synthetic")
 # Next edit: the change after the user's recent edits (next_edit_set.py).
 NEXT_EDIT_BENCHMARKS = ("next-edit", "next-edit-history")
-BENCHMARKS = (*HUMANEVAL_FILES, SANTACODER, *APPLY_BENCHMARKS, *NEXT_EDIT_BENCHMARKS)
+# Fills at the cursor on files of PyPI packages no checkpoint trained on (real_code.py; built by
+# benchmarks/real_code_set.py).
+REAL_CODE_BENCHMARKS = ("real-code",)
+BENCHMARKS = (*HUMANEVAL_FILES, SANTACODER, *APPLY_BENCHMARKS, *NEXT_EDIT_BENCHMARKS, *REAL_CODE_BENCHMARKS)
 # Our language ids -> the benchmark's ``language`` field.
 SANTACODER_LANGUAGES = {"python": "py", "javascript": "js", "java": "java"}
 DATA_ENV = "EDIT_ENGINE_BENCHMARKS"
@@ -128,9 +131,9 @@ def load(name: str, data: str | Path | None = None, language: str = "python",
                               str(r["canonical_solution"]), single_line=True))
             if limit is not None and len(tasks) >= limit:
                 break
-    elif name in APPLY_BENCHMARKS or name in NEXT_EDIT_BENCHMARKS:
-        raise BenchmarkError(f"{name} is not an infilling benchmark: its cases come from eval.apply_set or "
-                             "eval.next_edit_set")
+    elif name in APPLY_BENCHMARKS or name in NEXT_EDIT_BENCHMARKS or name in REAL_CODE_BENCHMARKS:
+        raise BenchmarkError(f"{name} is not an infilling benchmark: its cases come from eval.apply_set, "
+                             "eval.next_edit_set or eval.real_code")
     else:
         raise BenchmarkError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
     if not tasks:

@@ -6,6 +6,7 @@
     edit-engine eval --benchmark apply --out apply.json      # apply edit: marker snippets merged into files
     edit-engine eval --benchmark next-edit [--fill rename-baseline] --out next.json    # next edit
     edit-engine eval --benchmark next-edit-history [--repo DIR]   # next edit, cases from a repository's history
+    edit-engine eval --benchmark real-code --data runs/realcode --split dev [--fill copy-baseline|empty]
     edit-engine eval --context-gap --limit 64
 
 A progress bar goes to stderr; stdout gets a table, or with ``--json`` one JSON object on its last line.
@@ -22,7 +23,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..cli_args import UserError, add_dtype_arg, add_sampler_args, sampler_overrides
-from .benchmarks import APPLY_BENCHMARKS, BENCHMARKS, NEXT_EDIT_BENCHMARKS, SANTACODER_LANGUAGES
+from .benchmarks import (
+    APPLY_BENCHMARKS,
+    BENCHMARKS,
+    NEXT_EDIT_BENCHMARKS,
+    REAL_CODE_BENCHMARKS,
+    SANTACODER_LANGUAGES,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,6 +38,8 @@ if TYPE_CHECKING:
     from .benchmarks import Task
     from .harness import Filler, Report, TaskResult
     from .next_edit_set import Filler as NextEditFiller
+    from .real_code import Filler as RealCodeFiller
+    from .real_code import Outcome
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -61,9 +70,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="fill through the editor's path (Engine.complete: planner, post-processing, parse check "
                    "and repair rounds) instead of the bare model (Engine.infill)")
     p.add_argument("--no-repair", action="store_true", help="with --document: no repair rounds")
-    p.add_argument("--fill", choices=("engine", "patterns", "rename-baseline"), default="engine",
-                   help="next-edit: the engine (patterns, then the model), its patterns alone, or the model-free "
-                        "baseline (every word the history replaced one-for-one, replaced in the region)")
+    p.add_argument("--fill", choices=("engine", "patterns", "rename-baseline", "copy-baseline", "empty"),
+                   default="engine",
+                   help="next-edit: the engine (patterns, then the model), its patterns alone (patterns), or the "
+                        "model-free baseline (rename-baseline: every word the history replaced one-for-one, "
+                        "replaced in the region); real-code: the engine's Engine.complete, the model-free "
+                        "copy-baseline (the span whose surroundings best match the hole's), or empty")
+    p.add_argument("--split", choices=("dev", "test"),
+                   help="real-code: the cases of this split (default test; dev is the one to tune on)")
+    p.add_argument("--no-related", action="store_true",
+                   help="real-code: give no related files (the engine and the copy baseline see the document only)")
     p.add_argument("--repo", help="next-edit-history: the git repository whose history gives the cases "
                                   "(default: the one this package is in)")
     p.add_argument("--timeout", type=float, default=3.0, help="CPU seconds per program (default 3)")
@@ -89,6 +105,10 @@ def _eval(a: argparse.Namespace) -> int:
         return _apply(a)
     if a.benchmark in NEXT_EDIT_BENCHMARKS:
         return _next_edit(a)
+    if a.benchmark in REAL_CODE_BENCHMARKS:
+        return _real_code(a)
+    if a.split is not None or a.no_related:
+        raise UserError("--split and --no-related go with --benchmark real-code")
     if a.plot:
         _require_plots()
     from .benchmarks import BenchmarkError, load
@@ -154,8 +174,10 @@ def _next_edit(a: argparse.Namespace) -> int:
     from ..train.progress import Progress
     from .benchmarks import BenchmarkError
     from .next_edit_history import history_cases
-    from .next_edit_set import engine_filler, load_cases, rename_baseline, report, run, table
+    from .next_edit_set import FILLS, engine_filler, load_cases, rename_baseline, report, run, table
 
+    if a.fill not in FILLS:
+        raise UserError(f"--fill {a.fill} does not go with next-edit; choose from {', '.join(FILLS)}")
     try:
         cases = load_cases(a.data, a.limit) if a.benchmark == "next-edit" else history_cases(a.repo, a.limit)
     except BenchmarkError as e:
@@ -185,6 +207,64 @@ def _next_edit(a: argparse.Namespace) -> int:
     return 0
 
 
+def _real_code(a: argparse.Namespace) -> int:
+    """``--benchmark real-code``: fill each case (``--fill``) at its cursor and score it (``real_code``)."""
+    if a.document or a.canonical or a.oracle_length or a.plot:
+        raise UserError("--document, --canonical, --oracle-length and --plot do not go with --benchmark real-code "
+                        "(it always fills through the editor's path)")
+    fill_name = "empty" if a.empty else a.fill
+    from .real_code import FILLS, copy_baseline, empty_filler, engine_filler, load_cases, run, summary, table
+
+    if fill_name not in FILLS:
+        raise UserError(f"--fill {fill_name} does not go with real-code; choose from {', '.join(FILLS)}")
+    try:
+        import rapidfuzz  # noqa: F401  (edit similarity)
+    except ImportError as e:
+        raise UserError("real-code needs rapidfuzz for edit similarity: pip install rapidfuzz") from e
+    from ..train.progress import Progress
+    from .benchmarks import BenchmarkError
+
+    split = a.split or "test"
+    try:
+        cases = load_cases(a.data, split, a.limit, related=not a.no_related)
+    except BenchmarkError as e:
+        raise UserError(str(e)) from e
+    model = ""
+    fill: RealCodeFiller
+    overrides = sampler_overrides(a) if fill_name == "engine" else {}
+    if fill_name == "engine":
+        from ..engine import Engine
+
+        engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
+        engine.warm_up()
+        fill, model = engine_filler(engine, **overrides), str(engine.path or "")
+    else:
+        fill = copy_baseline if fill_name == "copy-baseline" else empty_filler
+    bar = None if a.no_progress else Progress(len(cases), f"real-code {split}", "case")
+    tick = _counter(bar)
+    out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
+
+    def write(o: Outcome) -> None:
+        tick(o)
+        if out is not None:
+            from dataclasses import asdict
+
+            out.write(json.dumps(asdict(o)) + "\n")
+            out.flush()
+
+    try:
+        outcomes = run(cases, fill, on_result=write)
+    finally:
+        if out is not None:
+            out.close()
+        if bar is not None:
+            bar.close()
+    s = {**summary(split, fill_name, not a.no_related, outcomes), "model": model,
+         **({"sampler_overrides": overrides} if overrides else {})}
+    print(json.dumps(s) if a.json else table(s))
+    return 0
+
+
 def _require_plots() -> None:
     """``--plot``: a one-line error now, before the run, when matplotlib is missing."""
     from ..plots import PlotError, require
@@ -208,6 +288,8 @@ def _check_fill_args(a: argparse.Namespace) -> None:
     """Reject benchmark flags that do not go together."""
     if a.timeout <= 0:
         raise UserError("--timeout must be > 0")
+    if a.fill != "engine":
+        raise UserError(f"--fill {a.fill} goes with --benchmark next-edit or real-code")
     if a.no_repair and not a.document:
         raise UserError("--no-repair goes with --document")
     if a.document and (a.canonical or a.empty):
