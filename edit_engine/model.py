@@ -165,6 +165,21 @@ class ContextCache:
     def batch(self) -> int:
         return int(self.key_valid.shape[0])
 
+    def repeat(self, rows: int, capacity: int) -> ContextCache:
+        """``rows`` copies of this batch-of-one context, with room for ``capacity`` canvas slots: many canvases
+        scored against one context in one pass (copy proposals). The context rows are copied (a few MB at
+        most); this cache is left as it was."""
+        if self.batch != 1:
+            raise ValueError("repeat takes a batch-of-one context")
+        L = self.ctx_len
+        pad = torch.zeros(rows, self.k[0].shape[1], capacity, self.k[0].shape[3], device=self.k[0].device,
+                          dtype=self.k[0].dtype)
+        k = [torch.cat([t[:, :, :L].repeat(rows, 1, 1, 1), pad], 2) for t in self.k]
+        v = [torch.cat([t[:, :, :L].repeat(rows, 1, 1, 1), pad], 2) for t in self.v]
+        valid = torch.ones(rows, L + capacity, dtype=torch.bool, device=self.key_valid.device)
+        valid[:, :L] = self.key_valid[:, :L]
+        return ContextCache(k, v, valid, self.canvas_start.repeat(rows), L, capacity)
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the buffers (keys, values, spare rows, unrotated suffix keys, the key mask)."""

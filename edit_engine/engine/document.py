@@ -20,6 +20,7 @@ import torch
 
 from .. import planner, postprocess, repair, syntax
 from ..sampler import SamplerConfig
+from . import analysis, proposals
 from .results import unheal
 from .runtime import Runtime
 
@@ -163,8 +164,81 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
                       first, nfe, heal)
     if cfg.novel_penalty > 0 and pl.code:
         ids = rt.context_ids(dp.model_prefix, dp.model_suffix)
-        dp = dataclasses.replace(dp, bias=rt.tables.novelty_bias(*ids, language, cfg), ids=ids)
+        words = _analysed_words(rt, text, pl.start, language, uri, timings) if mode == "insert" else None
+        dp = dataclasses.replace(dp, bias=rt.tables.novelty_bias(*ids, language, cfg, extra_words=words), ids=ids)
+    if mode == "insert" and pl.code:
+        dp = settle(rt, dp, language, related or ())
     return dp
+
+
+UNTRAINED_MIN_MATCH = 24  # a language the model does not know: a copy needs this much context match (characters)
+
+
+def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tuple[str, ...]) -> DocumentPlan:
+    """Settle an insert request while planning when a copy proposal holds (``proposals``): the model verifies
+    the best candidates in one batched pass and the first it accepts is the answer. In a language the model was
+    not trained on (``Runtime.languages``) the model is not asked: the best-matching copy is the answer, or no
+    fill with the reason. Otherwise the plan is returned as it was, to be denoised."""
+    t0 = time.perf_counter()
+    cands = proposals.candidates(dp.text, dp.plan, related, doc=dp.doc)
+    timings = {**dp.timings, "propose": (time.perf_counter() - t0) * 1e3}
+    if not rt.knows(language):
+        top = cands[0] if cands and cands[0].score >= UNTRAINED_MIN_MATCH else None
+        settled = Answer(top.text, "copy") if top is not None and _parses(dp, top.text) else Answer(
+            "", "none", f"the model was not trained on {language} and no copy of the surrounding code was found")
+        return dataclasses.replace(dp, answer=settled, timings=timings)
+    cands = [c for c in cands if c.score >= proposals.ACCEPT.match]
+    if not cands or not (rt.canvas and rt.model.exact_context_cache):
+        return dataclasses.replace(dp, timings=timings)
+    tok = rt.tokenizer
+    rows: list[tuple[proposals.Candidate, list[int]]] = []
+    for c in cands:
+        raw = _raw(dp, c.text.removesuffix(dp.plan.close) if dp.plan.close else c.text)
+        ids = tok.encode(raw) if raw is not None else []
+        if ids and len(ids) < dp.cfg.max_tokens and dp.finish(tok.decode(ids)) == c.text and _parses(dp, c.text):
+            rows.append((c, ids))
+        if len(rows) == proposals.MAX_VERIFY:
+            break
+    if not rows:
+        return dataclasses.replace(dp, timings=timings)
+    t1 = time.perf_counter()
+    p_ids, s_ids = dp.ids or rt.context_ids(dp.model_prefix, dp.model_suffix)
+    with rt.contexts.encoded(rt.model, rt.key(dp.uri, p_ids, s_ids), p_ids, s_ids, dp.cfg.max_tokens) as cache:
+        scores = proposals.verify(rt.model, cache, [ids for _, ids in rows], tok.pad_id, tok.mask_id)
+    timings["verify"] = (time.perf_counter() - t1) * 1e3
+    verdicts = [proposals.Verdict(c, m, w, len(ids)) for (c, ids), (m, w) in zip(rows, scores, strict=True)]
+    nfe = dp.nfe + 1
+    best = next((v for v in verdicts if v.accepted), None)  # the best context match the model does not veto
+    answer = Answer(best.candidate.text, "copy", nfe=nfe) if best is not None else None
+    return dataclasses.replace(dp, answer=answer, nfe=nfe, timings=timings, ids=(p_ids, s_ids))
+
+
+ANALYSIS_BUDGET_MS = 10.0  # the fill waits this long for the analyser; a slower answer serves the next keystroke
+
+
+def _analysed_words(rt: Runtime, text: str, offset: int, language: str, uri: str | None,
+                    timings: dict[str, float]) -> frozenset[str] | None:
+    """The names a Python analyser knows at the cursor (``analysis``), when the engine runs one: they are
+    not penalised as novel. None when off, not Python, or not ready within ``ANALYSIS_BUDGET_MS``."""
+    if not rt.analysis or language != "python":
+        return None
+    t = time.perf_counter()
+    path = uri.removeprefix("file://") if uri and uri.startswith("file://") else None
+    found = analysis.analyse(text, offset, path, budget_ms=ANALYSIS_BUDGET_MS)
+    timings["analysis"] = (time.perf_counter() - t) * 1e3
+    return analysis.known_words(found) if found is not None else None
+
+
+def _raw(dp: DocumentPlan, fill: str) -> str | None:
+    """What the model would write for ``fill``: the text after its prefix (``model_prefix``) up to the span's end."""
+    whole = dp.prefix + fill
+    mp = dp.model_prefix
+    return whole[len(mp) :] if whole.startswith(mp) and len(whole) > len(mp) else None
+
+
+def _parses(dp: DocumentPlan, fill: str) -> bool:
+    found = dp.check(fill)
+    return found is None or found.errors == 0
 
 
 def choose_indent(rt: Runtime, prefix: str, suffix: str, indents: tuple[str, ...], uri: str | None) -> str:

@@ -62,16 +62,17 @@ class Engine:
 
     def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, sampler: SamplerConfig | None = None,
                  path: Path | None = None, record: dict[str, Any] | None = None,
-                 context_cache: ContextCacheConfig | None = None) -> None:
-        self.rt = Runtime(model, tokenizer, sampler, path, record, context_cache)
+                 context_cache: ContextCacheConfig | None = None, analysis: bool = False) -> None:
+        self.rt = Runtime(model, tokenizer, sampler, path, record, context_cache, analysis)
 
     @classmethod
     def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
              sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None,
-             dtype: torch.dtype | str | None = None) -> Engine:
+             dtype: torch.dtype | str | None = None, analysis: bool = False) -> Engine:
         """Load a checkpoint directory (default: the model packaged with edit-engine). ``dtype`` (a dtype or its
         name, ``dtypes.DTYPES``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else the checkpoint
-        family's (float32 for ours, bf16 for open models on CUDA)."""
+        family's (float32 for ours, bf16 for open models on CUDA). ``analysis``: the novel-name penalty spares
+        the names jedi knows at the cursor (``engine/analysis.py``, Python)."""
         if threads:
             torch.set_num_threads(threads)
         ck = checkpoint.load(path, device=device or "cpu", dtype=dtype)
@@ -80,7 +81,7 @@ class Engine:
                 sampler = SamplerConfig.for_checkpoint(ck.path)
             except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
                 raise checkpoint.CheckpointError(f"{ck.path}/sampler.json: {e}") from e
-        return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache)
+        return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache, analysis)
 
     # ------------------------------------------------------------------ what is loaded
     @property
@@ -121,23 +122,18 @@ class Engine:
 
     @property
     def batchable(self) -> bool:
-        """Whether a server may batch this engine's first denoising rounds (``prepare``, ``plan_document``,
-        ``finish_document``): a canvas decoder over an exact context cache."""
+        """A server may batch this engine's first rounds: a canvas decoder over an exact context cache."""
         return self.rt.canvas and self.rt.model.exact_context_cache
 
     @property
     def dtype(self) -> str:
         """What the model computes in, by name (``float32``, ``bfloat16``, ``int8``): ``Engine.load``'s ``dtype``."""
-        if self.rt.model.int8:
-            return "int8"
-        return str(next(iter(self.rt.model.parameters())).dtype).removeprefix("torch.")
+        return "int8" if self.rt.model.int8 else str(next(iter(self.rt.model.parameters())).dtype)[6:]
 
     @property
     def name(self) -> str:
         """The model's id (``/v1/models``): its folder's name; ``edit-engine`` for the packaged model."""
-        if self.path is None or self.path.resolve() == checkpoint.DEFAULT_DIR:
-            return "edit-engine"
-        return self.path.name
+        return "edit-engine" if self.path is None or self.path.resolve() == checkpoint.DEFAULT_DIR else self.path.name
 
     @property
     def line_end(self) -> torch.Tensor:
@@ -235,8 +231,7 @@ class Engine:
 
         ``mode="rewrite"`` (with a selection) starts from the selection's tokens and re-denoises the least likely
         ones. ``repair`` re-masks what a fill broke in the parse and runs more passes (streamed too). ``uri`` keeps
-        the document's syntax tree between requests so it is re-parsed incrementally. ``related``: other files'
-        text (open documents, the workspace), searched for copy proposals.
+        the document's syntax tree between requests. ``related``: other files' text, searched for copies.
         """
         for p, _ in self._document(text, offset, language, selection, max_tokens, seed, should_stop, overrides,
                                    mode, repair, uri, related):
@@ -246,8 +241,7 @@ class Engine:
                  selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
                  mode: str = "insert", repair: bool = True, uri: str | None = None,
                  related: list[str] | None = None, **overrides: Any) -> Completion:
-        """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]`` (arguments as
-        ``stream_complete``)."""
+        """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]``."""
         last = deque(self._document(text, offset, language, selection, max_tokens, seed, None, overrides, mode,
                                     repair, uri, related, stream=False), maxlen=1)
         p, (kind, t) = last[0]

@@ -45,7 +45,12 @@ class Rounds:
 def document_passes(rt: Runtime, dp: DocumentPlan, seed: int, should_stop: Callable[[], bool] | None,
                      timings: dict[str, float], stream: bool = True) -> Iterator[Pass]:
     """Run a planned document request; adds to ``timings`` (ms) as it goes. ``stream=False`` skips the
-    post-processing and the yield of every pass but those that end a round (same results, less work)."""
+    post-processing and the yield of every pass but those that end a round (same results, less work). A plan
+    settled while planning (``DocumentPlan.answer``) is answered with no round."""
+    if dp.answer is not None:
+        a = dp.answer
+        yield Pass(0, a.text, 0, True, a.nfe, dp.start, dp.end, "complete", source=a.source, reason=a.reason)
+        return
     cfg = dp.cfg
     t2 = time.perf_counter()
     p_ids, s_ids = dp.ids or rt.context_ids(dp.model_prefix, dp.model_suffix)

@@ -37,8 +37,9 @@ class Runtime:
 
     def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, sampler: SamplerConfig | None = None,
                  path: Path | None = None, record: dict[str, Any] | None = None,
-                 context_cache: ContextCacheConfig | None = None) -> None:
+                 context_cache: ContextCacheConfig | None = None, analysis: bool = False) -> None:
         self.model = model
+        self.analysis = analysis  # ask a static analyser (Python: jedi) for the names known at the cursor
         self.tokenizer = tokenizer
         self.sampler = sampler or SamplerConfig()
         self.path = path
@@ -52,6 +53,20 @@ class Runtime:
     def canvas(self) -> bool:
         """The model denoises a canvas (not the autoregressive baseline): ``Decoder.canvas``."""
         return self.decoder.canvas
+
+    @property
+    def languages(self) -> frozenset[str] | None:
+        """The languages the model was trained on (None: any). Ours train on Python sources only unless the
+        training record lists ``languages``; open checkpoints know many."""
+        listed = self.record.get("languages")
+        if listed:
+            return frozenset(listed)
+        return frozenset({"python"}) if getattr(self.model.cfg, "family", "") == "edit-engine" else None
+
+    def knows(self, language: str) -> bool:
+        """Whether the model was trained on ``language`` (plain text and unknown grammars count as known)."""
+        langs = self.languages
+        return langs is None or language in langs or language in ("plaintext", "")
 
     def config(self, max_tokens: int | None, overrides: dict[str, Any]) -> SamplerConfig:
         """The sampler settings of a call: the checkpoint's, overridden, ``max_tokens`` clamped to the model."""

@@ -242,7 +242,7 @@ class Scheduler:
         """Check and tokenize ``spec`` and queue it; a spec settled while planning (``spec.answer``) is answered
         at once, with no forward pass. Raises ValueError (bad request) or Overloaded."""
         if spec.answer is not None:
-            return self._answer(spec, loop)
+            return _answered(self, spec, loop)
         eng = self.engine
         if spec.cfg is not None:  # a document plan's hole: its settings and context are made already
             p_ids, s_ids = spec.ids or eng.context_ids(spec.prefix, spec.suffix)
@@ -263,22 +263,6 @@ class Scheduler:
             self._waiting.append(job)
             self.metrics.queue_depth.set(len(self._waiting))
             self._cond.notify()
-        return job
-
-    def _answer(self, spec: JobSpec, loop: asyncio.AbstractEventLoop) -> Job:
-        """A job whose answer planning found: one final pass, delivered now (nothing is queued)."""
-        a = spec.answer
-        assert a is not None
-        job = Job(next(self._ids), loop, spec)
-        with self._cond:
-            if self._stop:
-                raise Overloaded("the server is shutting down", "shutdown")
-        self.metrics.first_pass.observe(time.perf_counter() - job.submitted)
-        self.metrics.passes.inc()
-        job._deliver(JobPass(0, a.text, 0, True, a.nfe, "complete", None, spec.start, spec.end, "", a.source,
-                             a.reason))
-        self.metrics.retired.inc(reason="done")
-        self.metrics.latency.observe(time.perf_counter() - job.submitted)
         return job
 
     def _backlog(self) -> int:
@@ -612,3 +596,20 @@ def _own_context(a: _Active, capacity: int) -> ContextCache:
 def _first_line(text: str) -> str:
     nl = text.find("\n")
     return text if nl < 0 else text[:nl]
+
+
+def _answered(self: Scheduler, spec: JobSpec, loop: asyncio.AbstractEventLoop) -> Job:
+    """A job whose answer planning found: one final pass, delivered now (nothing is queued)."""
+    a = spec.answer
+    assert a is not None
+    job = Job(next(self._ids), loop, spec)
+    with self._cond:
+        if self._stop:
+            raise Overloaded("the server is shutting down", "shutdown")
+    self.metrics.first_pass.observe(time.perf_counter() - job.submitted)
+    self.metrics.passes.inc()
+    job._deliver(JobPass(0, a.text, 0, True, a.nfe, "complete", None, spec.start, spec.end, "", a.source,
+                         a.reason))
+    self.metrics.retired.inc(reason="done")
+    self.metrics.latency.observe(time.perf_counter() - job.submitted)
+    return job

@@ -1,0 +1,459 @@
+"""Copy proposals: candidates for a span found in the document and the related files, verified by the model.
+
+Code repeats itself: a line, an argument list, an attribute chain often appears elsewhere in the same file or its
+package. For a single-line span (a blank line's statement, the rest of a line, the inside of a call) the
+candidates are the places whose surrounding text best matches the hole's:
+
+- on a blank line: the lines that follow a line equal to the hole's previous code line, or precede one equal to
+  its next code line (blank lines skipped, compared without indentation);
+- after code on the line (``x = foo(|`` or ``self.|``): the lines holding the text before the cursor (its
+  longest tail found: the whole line's code first, then shorter tails from word boundaries), continued to where
+  the text after the cursor starts, with balanced brackets.
+
+Each candidate is scored by its context match: the characters its surroundings share with the hole's (the
+common suffix of the text before, the common prefix of the text after, whitespace runs compared as one blank).
+``verify`` puts the best few into the canvas and asks the model in one batched forward pass: two rows per
+candidate, the even slots masked in one and the odd in the other, so every token (and the pad that ends the
+fill) is predicted with half of its neighbours visible. The best-matching candidate whose context match and
+model score clear ``ACCEPT`` is the answer; otherwise the request is denoised as usual.
+
+Bounded: at most ``MAX_SOURCE_CHARS`` of related text is searched, each search tail finds at most
+``MAX_HITS`` places, and ``MAX_VERIFY`` candidates reach the model.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+import tree_sitter as ts
+
+from .. import planner, syntax
+
+KINDS = ("statement", "header", "rest_of_line", "in_line", "in_brackets")  # single-line code spans that take copies
+MAX_SOURCE_CHARS = 1_000_000  # related text searched, in all
+MAX_HITS = 64  # places found per search tail
+MAX_VERIFY = 3  # candidates scored by the model
+MAX_FILL_CHARS = 200
+CONTEXT_CHARS = 2000  # each side of the context match is counted up to this many characters
+MIN_ANCHOR = 3
+HOLE = "\x00"  # the hole's line in the document's own ``Source``  # a search tail (text before the cursor on its line) is at least this long
+
+
+@dataclass(frozen=True)
+class Accept:
+    """When a copy is accepted: its context match (characters) and the model's mean log-probability over its
+    tokens and the pad after them. Measured on held-out code (docs/results.md): the packaged model's scores
+    hardly separate right copies from wrong ones (ranking candidates by them lowered exact match), so the
+    context ranks and the model only vetoes copies it finds very unlikely."""
+
+    match: int = 10
+    mean: float = -8.0
+
+
+ACCEPT = Accept()
+_BLANKS = re.compile(r"\s+")
+_BOUNDARY = re.compile(r"[\s=(\[{,:+\-*/%<>!&|^~@]")
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A fill copied from somewhere: ``text`` goes between the prefix and the suffix, as the document has them."""
+
+    text: str
+    left: int  # characters of the text before that match the hole's (blanks collapsed)
+    right: int  # the same after
+    count: int = 1  # places that proposed this text
+    origin: str = "document"  # document | related
+
+    @property
+    def score(self) -> int:
+        return self.left + self.right
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The model's judgement of one candidate (``verify``)."""
+
+    candidate: Candidate
+    mean: float  # mean log-probability of its tokens and the pad after them
+    worst: float  # the least likely of them
+    tokens: int
+
+    @property
+    def accepted(self) -> bool:
+        return self.candidate.score >= ACCEPT.match and self.mean >= ACCEPT.mean
+
+
+# ---------------------------------------------------------------------------------------------------- sources
+class Source:
+    """A text searched for copies, normalised once: its code lines stripped and joined by one blank (``flat``),
+    so that context matches ignore indentation and line breaks. ``starts[i]``: where line ``rows[i]`` begins in
+    ``flat``."""
+
+    def __init__(self, text: str, origin: str) -> None:
+        self.origin = origin
+        self.lines: list[str] = []  # stripped code lines
+        self.rows: list[int] = []  # their row in ``text``
+        self.starts: list[int] = []
+        parts: list[str] = []
+        pos = 0
+        for row, line in enumerate(text.split("\n")):
+            s = line.strip()
+            if not s:
+                continue
+            self.lines.append(s)
+            self.rows.append(row)
+            self.starts.append(pos)
+            parts.append(s)
+            pos += len(s) + 1
+        self.flat = " ".join(parts) + " "
+        self.at_start = {p: i for i, p in enumerate(self.starts)}
+        self.at_end = {p + len(ln): i for i, (p, ln) in enumerate(zip(self.starts, self.lines, strict=True))}
+
+
+_CACHE: dict[tuple[int, str], Source] = {}
+_CACHE_MAX = 64
+
+
+def source(text: str, origin: str) -> Source:
+    """The normalised ``Source`` of a related file, kept for the next keystrokes (a few dozen, by content)."""
+    key = (hash(text), origin)
+    got = _CACHE.get(key)
+    if got is None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.pop(next(iter(_CACHE)))
+        got = _CACHE[key] = Source(text, origin)
+    return got
+
+
+def _flat(text: str) -> str:
+    return " ".join(s for s in (ln.strip() for ln in text.split("\n")) if s)
+
+
+def _common_suffix(a: str, end: int, b: str) -> int:
+    n, lim = 0, min(end, len(b), CONTEXT_CHARS)
+    while n < lim and a[end - 1 - n] == b[len(b) - 1 - n]:
+        n += 1
+    return n
+
+
+def _common_prefix(a: str, start: int, b: str) -> int:
+    n, lim = 0, min(len(a) - start, len(b), CONTEXT_CHARS)
+    while n < lim and a[start + n] == b[n]:
+        n += 1
+    return n
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    quote = ""
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0 and not quote
+
+
+def _cut(rest: str, tail: str) -> str | None:
+    """The candidate in ``rest`` (a source line after its anchor): up to where ``tail`` (the hole's line after
+    the cursor, stripped) starts with balanced brackets before it (its first 12 characters, else its first
+    character when that closes or separates), or the whole rest when ``tail`` is empty."""
+    rest = rest.rstrip()
+    if not tail:
+        return rest if _balanced(rest) or rest.endswith((":", "(", "[", "{", ",")) else None
+    for key in (tail[:12], tail[0]) if tail[0] in ")]},:;" and len(tail) > 1 else (tail[:12],):
+        j = rest.find(key)
+        while j >= 0:
+            if _balanced(rest[:j]):
+                return rest[:j]
+            j = rest.find(key, j + 1)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- spans
+# Expressions a user types whole: call arguments and keyword values, right-hand sides, returned values,
+# subscripts and outermost attribute chains.
+_EXPRESSIONS = {"python": """
+(argument_list (_) @e)
+(keyword_argument value: (_) @e)
+(assignment right: (_) @e)
+(augmented_assignment right: (_) @e)
+(return_statement (_) @e)
+(subscript) @e
+(attribute) @e
+"""}
+_LINE = re.compile(r"^[ \t]*(\S[^\n]*?)[ \t]*$", re.M)
+_QUERIES: dict[str, object] = {}
+
+
+@dataclass(frozen=True)
+class Spans:
+    """Where a text's candidate spans start and end (character offsets): ``by_start[s]`` the ends of the spans
+    starting at ``s``, ``by_end[e]`` the starts of those ending at ``e``."""
+
+    by_start: dict[int, list[int]]
+    by_end: dict[int, list[int]]
+
+    @classmethod
+    def of(cls, spans: Iterable[tuple[int, int]]) -> Spans:
+        by_start: dict[int, list[int]] = {}
+        by_end: dict[int, list[int]] = {}
+        for a, b in spans:
+            by_start.setdefault(a, []).append(b)
+            by_end.setdefault(b, []).append(a)
+        return cls(by_start, by_end)
+
+
+def line_spans(text: str) -> Spans:
+    """Every non-blank line's code, indentation and trailing blanks left out."""
+    return Spans.of(m.span(1) for m in _LINE.finditer(text) if not m.group(1).startswith("#"))
+
+
+def expression_spans(doc: syntax.Document) -> Spans:
+    """The one-line expressions of ``doc`` (``_EXPRESSIONS``) of at most ``MAX_FILL_CHARS`` characters; none
+    for a language without the query."""
+    src = _EXPRESSIONS.get(doc.language)
+    if src is None or doc.tree is None:
+        return Spans({}, {})
+    q = _QUERIES.get(doc.language)
+    if q is None:
+        q = _QUERIES[doc.language] = ts.Query(doc.tree.language, src)
+    nodes = ts.QueryCursor(q).captures(doc.tree.root_node).get("e", [])  # type: ignore[arg-type]
+    ascii_text = doc.text.isascii()
+    out = []
+    for n in nodes:
+        if n.start_point.row != n.end_point.row or not 0 < n.end_byte - n.start_byte <= MAX_FILL_CHARS:
+            continue
+        a, b = (n.start_byte, n.end_byte) if ascii_text else (doc.char(n.start_byte), doc.char(n.end_byte))
+        out.append((a, b))
+    return Spans.of(out)
+
+
+_SPANS: dict[tuple[int, str, str], Spans] = {}
+
+
+def _related_spans(text: str, language: str, kind: str) -> Spans:
+    """A related file's spans, kept for the next keystrokes (by content)."""
+    key = (hash(text), language, kind)
+    got = _SPANS.get(key)
+    if got is None:
+        if len(_SPANS) >= _CACHE_MAX:
+            _SPANS.pop(next(iter(_SPANS)))
+        got = _SPANS[key] = line_spans(text) if kind == "line" else \
+            expression_spans(syntax.Document.parse(text, language))
+    return got
+
+
+def _raw_suffix(a: str, end: int, b: str) -> int:
+    """Characters ``a[:end]`` and ``b`` share at their ends (at most ``CONTEXT_CHARS``)."""
+    n, lim = 0, min(end, len(b), CONTEXT_CHARS)
+    while n < lim and a[end - 1 - n] == b[-1 - n]:
+        n += 1
+    return n
+
+
+def _raw_prefix(a: str, start: int, b: str) -> int:
+    n, lim = 0, min(len(a) - start, len(b), CONTEXT_CHARS)
+    while n < lim and a[start + n] == b[n]:
+        n += 1
+    return n
+
+
+def _matched_spans(text: str, spans: Spans, before: str, after: str,
+                   hole: int | None) -> list[tuple[str, int, int]]:
+    """The spans of ``text`` whose text before ends like ``before`` or whose text after starts like ``after``
+    (found by their last/first 32, 16, 8, 4 characters), scored by the whole match; ``hole``: the cursor's
+    offset when ``text`` is the document itself (spans touching it are left out)."""
+    picked: set[tuple[int, int]] = set()
+    for k in (32, 16, 8, 4):
+        if len(picked) >= MAX_HITS:
+            break
+        for key, table, shift in ((before[-k:], spans.by_start, k), (after[:k], spans.by_end, 0)):
+            if len(key) < k:
+                continue
+            pos = 0
+            while len(picked) < MAX_HITS and (j := text.find(key, pos)) >= 0:
+                pos = j + 1
+                at = j + shift
+                for other in table.get(at, ()):
+                    s, e = (at, other) if shift else (other, at)
+                    if hole is None or not s <= hole <= e:
+                        picked.add((s, e))
+    return [(text[s:e], _raw_suffix(text, s, before), _raw_prefix(text, e, after)) for s, e in sorted(picked)]
+
+
+# ---------------------------------------------------------------------------------------------------- candidates
+def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: int = 8,
+               doc: syntax.Document | None = None) -> list[Candidate]:
+    """The copy candidates for the span ``pl`` of ``text``, best context match first (none for other spans).
+    ``doc``: the document's syntax tree, when the caller has it."""
+    if pl.kind not in KINDS or not pl.code or not (pl.single_line or pl.kind == "statement"):
+        return []
+    prefix, suffix = text[: pl.start], text[pl.end :]
+    line_start = prefix.rfind("\n") + 1
+    head = prefix[line_start:]
+    nl = suffix.find("\n")
+    tail = suffix if nl < 0 else suffix[:nl]
+    blank = pl.on_blank_line  # a line's code is proposed; otherwise an expression (or the rest of a line)
+    found: dict[str, Candidate] = {}
+
+    def add(body: str, left: int, right: int, origin: str) -> None:
+        fill = _fit(body, head, pl)
+        if not fill.strip() or len(fill) > MAX_FILL_CHARS or (pl.close and not fill.endswith(pl.close)):
+            return
+        old = found.get(fill)
+        if old is None:
+            found[fill] = Candidate(fill, left, right, 1, origin)
+        else:
+            best = max((old.left + old.right, old.left, old.right), (left + right, left, right))
+            found[fill] = Candidate(fill, best[1], best[2], old.count + 1, old.origin)
+
+    # Spans of the text (lines on a blank line, else expressions), matched on the raw characters either side.
+    kind = "line" if blank else "expression"
+    if doc is None and not blank:
+        doc = syntax.Document.parse(text, pl.language)
+    own = line_spans(text) if blank else expression_spans(doc)  # type: ignore[arg-type]
+    for body, left, right in _matched_spans(text, own, prefix, suffix, pl.start):
+        add(body, left, right, "document")
+    budget = MAX_SOURCE_CHARS
+    kept = []
+    for r in related:
+        if budget <= 0:
+            break
+        r = r[:budget]
+        budget -= len(r)
+        kept.append(r)
+        for body, left, right in _matched_spans(r, _related_spans(r, pl.language, kind), prefix, suffix, None):
+            add(body, left, right, "related")
+    # Lines found by their neighbours or by the code before the cursor, matched without indentation.
+    rest = suffix[len(tail) :]
+    # The document with the hole's line as a mark no text matches: its neighbours must not match through it.
+    sources = [Source(prefix[:line_start] + HOLE + rest, "document")] + [source(r, "related") for r in kept]
+    before = _flat(prefix[:line_start]) + " "
+    after = " " + _flat(rest)
+    prev_lines = [ln.strip() for ln in prefix[:line_start].split("\n") if ln.strip()]
+    next_lines = [ln.strip() for ln in rest.split("\n") if ln.strip()]
+    near = {HOLE, *prev_lines[-1:], *next_lines[:1]}
+    for src in sources:
+        if blank:
+            hits = _blank_line(src, before, after, near)
+        elif head.strip():
+            hits = _after_code(src, head.strip(), tail.strip(), before, after)
+        else:
+            continue
+        for body, left, right in hits:
+            add(body, left, right, src.origin)
+    return sorted(found.values(), key=lambda c: -c.score)[:limit]  # ties: the first found (stable sort)
+
+
+def _fit(body: str, head: str, pl: planner.Plan) -> str:
+    """A copied line's code placed at the cursor: on a blank line, after the plan's indentation."""
+    if head.strip():
+        return body
+    indent = pl.indent or ""
+    return (indent[len(head) :] if indent.startswith(head) else "") + body.strip()
+
+
+def _after_code(src: Source, code: str, tail: str, before: str, after: str) -> list[tuple[str, int, int]]:
+    """Copies for a cursor after ``code`` on its line: the source's places holding the longest tail of
+    ``code`` (the whole line's code must start a line), continued to where ``tail`` starts."""
+    flat = src.flat
+    anchors = [code] + [code[m.end() :] for m in _BOUNDARY.finditer(code) if len(code) - m.end() >= MIN_ANCHOR]
+    line_before = before + code
+    out: list[tuple[str, int, int]] = []
+    for anchor in anchors:
+        pos = 0
+        while len(out) < MAX_HITS:
+            j = flat.find(anchor, pos)
+            if j < 0:
+                break
+            pos = j + 1
+            i = bisect.bisect_right(src.starts, j) - 1
+            if i < 0 or (anchor == code and src.starts[i] != j):
+                continue
+            line = src.lines[i]
+            e = j + len(anchor)
+            line_end = src.starts[i] + len(line)
+            if e > line_end:
+                continue
+            fill = _cut(line[e - src.starts[i] :], tail)
+            if fill is None or not fill.strip():
+                continue
+            left = _common_suffix(flat, j, line_before[: len(line_before) - len(anchor)]) + len(anchor)
+            right = _common_prefix(flat, e + len(fill), tail + after) if tail else \
+                _common_prefix(flat, line_end, after)
+            out.append((fill, left, right))
+        if out:
+            break  # the longest tail found wins; shorter ones only when it is nowhere else
+    return out
+
+
+def _blank_line(src: Source, before: str, after: str, near: set[str]) -> list[tuple[str, int, int]]:
+    """Copies for a blank line: the lines whose text before (or after) ends (or starts) like the hole's, found
+    by their last (first) few characters, longest keys first, then scored on the whole match. ``near``: the
+    hole's neighbouring code lines, never proposed (a line repeating its neighbour is rarely meant)."""
+    flat = src.flat
+    rows: set[int] = set()
+
+    def take(i: int | None) -> None:
+        if i is not None and src.lines[i] not in near and not src.lines[i].startswith("#"):
+            rows.add(i)
+
+    for k in (24, 12, 6):
+        if len(rows) >= MAX_HITS:
+            break
+        for key, table, shift in ((before[-k:], src.at_start, k), (after[:k], src.at_end, 0)):
+            pos = 0
+            while len(key) == k and len(rows) < MAX_HITS and (j := flat.find(key, pos)) >= 0:
+                pos = j + 1
+                take(table.get(j + shift))
+    out = []
+    for i in sorted(rows):
+        start = src.starts[i]
+        line = src.lines[i]
+        out.append((line, _common_suffix(flat, start, before), _common_prefix(flat, start + len(line), after)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- verification
+def verify(model: object, cache: object, rows: list[list[int]], pad_id: int, mask_id: int) -> list[tuple[float, float]]:
+    """The model's (mean, worst) log-probability of each token list in ``rows`` followed by one pad, from one
+    batched pass: two canvas rows per list, the even slots masked in one and the odd in the other, so each
+    token is predicted with half of its neighbours visible. ``cache``: the request's encoded context (batch
+    of one), repeated for the rows."""
+    width = max(len(r) for r in rows) + 1
+    canvases, masks = [], []
+    for r in rows:
+        full = r + [pad_id] * (width - len(r))
+        for parity in (0, 1):
+            m = [j <= len(r) and j % 2 == parity for j in range(width)]
+            canvases.append([mask_id if mj else t for t, mj in zip(full, m, strict=True)])
+            masks.append(m)
+    dev = model.device  # type: ignore[attr-defined]
+    canvas = torch.tensor(canvases, dtype=torch.long, device=dev)
+    batch = cache.repeat(len(canvases), width)  # type: ignore[attr-defined]
+    with torch.no_grad():
+        logp = torch.log_softmax(model.canvas_logits(canvas, batch).float(), -1)  # type: ignore[attr-defined]
+    truth = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows for _ in (0, 1)], device=dev)
+    picked = logp.gather(-1, truth.unsqueeze(-1)).squeeze(-1)  # (2R, W)
+    mask = torch.tensor(masks, dtype=torch.bool, device=dev)
+    out = []
+    for i, r in enumerate(rows):
+        vals = torch.cat([picked[2 * i][mask[2 * i]], picked[2 * i + 1][mask[2 * i + 1]]])
+        assert vals.numel() == len(r) + 1
+        out.append((float(vals.mean()), float(vals.min())))
+    return out
