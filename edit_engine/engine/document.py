@@ -195,7 +195,7 @@ def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tu
     for c in cands:
         raw = _raw(dp, c.text.removesuffix(dp.plan.close) if dp.plan.close else c.text)
         ids = tok.encode(raw) if raw is not None else []
-        if ids and len(ids) < dp.cfg.max_tokens and dp.finish(tok.decode(ids)) == c.text and _parses(dp, c.text):
+        if ids and len(ids) < dp.cfg.max_tokens and tok.decode(ids) == raw and _parses(dp, c.text):
             rows.append((c, ids))
         if len(rows) == proposals.MAX_VERIFY:
             break

@@ -36,7 +36,7 @@ from .. import planner, syntax
 KINDS = ("statement", "header", "rest_of_line", "in_line", "in_brackets")  # single-line code spans that take copies
 MAX_SOURCE_CHARS = 1_000_000  # related text searched, in all
 MAX_HITS = 64  # places found per search tail
-MAX_VERIFY = 3  # candidates scored by the model
+MAX_VERIFY = 1  # candidates scored by the model (two canvas rows each)
 MAX_FILL_CHARS = 200
 CONTEXT_CHARS = 2000  # each side of the context match is counted up to this many characters
 MIN_ANCHOR = 3
@@ -57,7 +57,7 @@ class Accept:
 ACCEPT = Accept()
 _BLANKS = re.compile(r"\s+")
 _BOUNDARY = re.compile(r"[\s=(\[{,:+\-*/%<>!&|^~@]")
-_OPEN, _CLOSE = "([{", ")]}"
+_OPEN, _CLOSE = "([{", ")]}"  # a header plan takes a line that opens a bracket too (its next line is deeper)
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,9 @@ _EXPRESSIONS = {"python": """
 (attribute) @e
 """}
 _LINE = re.compile(r"^[ \t]*(\S[^\n]*?)[ \t]*$", re.M)
-_QUERIES: dict[str, object] = {}
+_BLOCKS = {"python": "(block) @e"}
+BLOCK_ROWS = 4
+_QUERIES: dict[tuple[str, str], object] = {}
 
 
 @dataclass(frozen=True)
@@ -226,17 +228,31 @@ def line_spans(text: str) -> Spans:
 def expression_spans(doc: syntax.Document) -> Spans:
     """The one-line expressions of ``doc`` (``_EXPRESSIONS``) of at most ``MAX_FILL_CHARS`` characters; none
     for a language without the query."""
-    src = _EXPRESSIONS.get(doc.language)
+    return _query_spans(doc, _EXPRESSIONS, 1)
+
+
+def block_spans(doc: syntax.Document) -> Spans:
+    """The block bodies of ``doc`` of 1 to ``BLOCK_ROWS`` lines that start on a line of their own."""
+    spans = _query_spans(doc, _BLOCKS, BLOCK_ROWS)
+    text = doc.text
+    keep = [(a, b) for a, ends in spans.by_start.items() for b in ends
+            if not text[text.rfind("\n", 0, a) + 1 : a].strip()]
+    return Spans.of((a, a + len(text[a:b].rstrip())) for a, b in keep)
+
+
+def _query_spans(doc: syntax.Document, queries: dict[str, str], rows: int) -> Spans:
+    src = queries.get(doc.language)
     if src is None or doc.tree is None:
         return Spans({}, {})
-    q = _QUERIES.get(doc.language)
+    key = (doc.language, src)
+    q = _QUERIES.get(key)
     if q is None:
-        q = _QUERIES[doc.language] = ts.Query(doc.tree.language, src)
+        q = _QUERIES[key] = ts.Query(doc.tree.language, src)
     nodes = ts.QueryCursor(q).captures(doc.tree.root_node).get("e", [])  # type: ignore[arg-type]
     ascii_text = doc.text.isascii()
     out = []
     for n in nodes:
-        if n.start_point.row != n.end_point.row or not 0 < n.end_byte - n.start_byte <= MAX_FILL_CHARS:
+        if n.end_point.row - n.start_point.row >= rows or not 0 < n.end_byte - n.start_byte <= MAX_FILL_CHARS:
             continue
         a, b = (n.start_byte, n.end_byte) if ascii_text else (doc.char(n.start_byte), doc.char(n.end_byte))
         out.append((a, b))
@@ -254,7 +270,7 @@ def _related_spans(text: str, language: str, kind: str) -> Spans:
         if len(_SPANS) >= _CACHE_MAX:
             _SPANS.pop(next(iter(_SPANS)))
         got = _SPANS[key] = line_spans(text) if kind == "line" else \
-            expression_spans(syntax.Document.parse(text, language))
+            (block_spans if kind == "block" else expression_spans)(syntax.Document.parse(text, language))
     return got
 
 
@@ -274,7 +290,7 @@ def _raw_prefix(a: str, start: int, b: str) -> int:
 
 
 def _matched_spans(text: str, spans: Spans, before: str, after: str,
-                   hole: int | None) -> list[tuple[str, int, int]]:
+                   hole: int | None) -> list[tuple[int, int, int, int]]:
     """The spans of ``text`` whose text before ends like ``before`` or whose text after starts like ``after``
     (found by their last/first 32, 16, 8, 4 characters), scored by the whole match; ``hole``: the cursor's
     offset when ``text`` is the document itself (spans touching it are left out)."""
@@ -293,7 +309,7 @@ def _matched_spans(text: str, spans: Spans, before: str, after: str,
                     s, e = (at, other) if shift else (other, at)
                     if hole is None or not s <= hole <= e:
                         picked.add((s, e))
-    return [(text[s:e], _raw_suffix(text, s, before), _raw_prefix(text, e, after)) for s, e in sorted(picked)]
+    return [(s, e, _raw_suffix(text, s, before), _raw_prefix(text, e, after)) for s, e in sorted(picked)]
 
 
 # ---------------------------------------------------------------------------------------------------- candidates
@@ -313,7 +329,9 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
 
     def add(body: str, left: int, right: int, origin: str) -> None:
         fill = _fit(body, head, pl)
-        if not fill.strip() or len(fill) > MAX_FILL_CHARS or (pl.close and not fill.endswith(pl.close)):
+        if not fill.strip() or len(fill) > MAX_FILL_CHARS or (pl.close and not fill.endswith((pl.close, *_OPEN))):
+            return
+        if pl.kind == "statement" and fill.rstrip().endswith(":"):  # a header needs a deeper line after it
             return
         old = found.get(fill)
         if old is None:
@@ -322,23 +340,39 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
             best = max((old.left + old.right, old.left, old.right), (left + right, left, right))
             found[fill] = Candidate(fill, best[1], best[2], old.count + 1, old.origin)
 
-    # Spans of the text (lines on a blank line, else expressions), matched on the raw characters either side.
-    kind = "line" if blank else "expression"
-    if doc is None and not blank:
+    # Spans of the text (lines on a blank line, and block bodies at a body's start; else expressions), matched
+    # on the raw characters either side.
+    if blank:
+        kinds = ["line"]
+        g = syntax.load(pl.language)
+        if pl.kind == "statement" and g.header_end and _last_code(prefix).endswith(g.header_end):
+            kinds.append("block")
+    else:
+        kinds = ["expression"]
+    if doc is None and kinds != ["line"]:
         doc = syntax.Document.parse(text, pl.language)
-    own = line_spans(text) if blank else expression_spans(doc)  # type: ignore[arg-type]
-    for body, left, right in _matched_spans(text, own, prefix, suffix, pl.start):
-        add(body, left, right, "document")
+    column = len(head)
     budget = MAX_SOURCE_CHARS
-    kept = []
+    texts: list[tuple[str, str]] = [("document", text)]
     for r in related:
         if budget <= 0:
             break
-        r = r[:budget]
+        texts.append(("related", r[:budget]))
         budget -= len(r)
-        kept.append(r)
-        for body, left, right in _matched_spans(r, _related_spans(r, pl.language, kind), prefix, suffix, None):
-            add(body, left, right, "related")
+    for origin, src_text in texts:
+        for kind in kinds:
+            if origin == "document":
+                spans = line_spans(text) if kind == "line" else \
+                    (block_spans if kind == "block" else expression_spans)(doc)  # type: ignore[arg-type]
+            else:
+                spans = _related_spans(src_text, pl.language, kind)
+            hole = pl.start if origin == "document" else None
+            for a, b, left, right in _matched_spans(src_text, spans, prefix, suffix, hole):
+                body = src_text[a:b]
+                if kind == "block":
+                    body = _reindent(body, column - (a - src_text.rfind("\n", 0, a) - 1))
+                add(body, left, right, origin)
+    kept = [t for o, t in texts if o == "related"]
     # Lines found by their neighbours or by the code before the cursor, matched without indentation.
     rest = suffix[len(tail) :]
     # The document with the hole's line as a mark no text matches: its neighbours must not match through it.
@@ -358,6 +392,25 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
         for body, left, right in hits:
             add(body, left, right, src.origin)
     return sorted(found.values(), key=lambda c: -c.score)[:limit]  # ties: the first found (stable sort)
+
+
+def _last_code(text: str) -> str:
+    for ln in reversed(text.split("\n")[-50:]):
+        if ln.strip() and not ln.strip().startswith("#"):
+            return ln.rstrip()
+    return ""
+
+
+def _reindent(body: str, by: int) -> str:
+    """``body``'s lines after the first moved ``by`` columns (right when positive, never past their text)."""
+    if by == 0 or "\n" not in body:
+        return body
+    first, *rest = body.split("\n")
+    moved = []
+    for ln in rest:
+        lead = len(ln) - len(ln.lstrip(" "))
+        moved.append(" " * max(0, lead + by) + ln[lead:] if ln.strip() else ln)
+    return "\n".join([first, *moved])
 
 
 def _fit(body: str, head: str, pl: planner.Plan) -> str:
