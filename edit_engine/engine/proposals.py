@@ -274,21 +274,6 @@ def _related_spans(text: str, language: str, kind: str) -> Spans:
     return got
 
 
-def _raw_suffix(a: str, end: int, b: str) -> int:
-    """Characters ``a[:end]`` and ``b`` share at their ends (at most ``CONTEXT_CHARS``)."""
-    n, lim = 0, min(end, len(b), CONTEXT_CHARS)
-    while n < lim and a[end - 1 - n] == b[-1 - n]:
-        n += 1
-    return n
-
-
-def _raw_prefix(a: str, start: int, b: str) -> int:
-    n, lim = 0, min(len(a) - start, len(b), CONTEXT_CHARS)
-    while n < lim and a[start + n] == b[n]:
-        n += 1
-    return n
-
-
 def _matched_spans(text: str, spans: Spans, before: str, after: str,
                    hole: int | None) -> list[tuple[int, int, int, int]]:
     """The spans of ``text`` whose text before ends like ``before`` or whose text after starts like ``after``
@@ -309,7 +294,7 @@ def _matched_spans(text: str, spans: Spans, before: str, after: str,
                     s, e = (at, other) if shift else (other, at)
                     if hole is None or not s <= hole <= e:
                         picked.add((s, e))
-    return [(s, e, _raw_suffix(text, s, before), _raw_prefix(text, e, after)) for s, e in sorted(picked)]
+    return [(s, e, _common_suffix(text, s, before), _common_prefix(text, e, after)) for s, e in sorted(picked)]
 
 
 # ---------------------------------------------------------------------------------------------------- candidates
@@ -370,7 +355,7 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
             for a, b, left, right in _matched_spans(src_text, spans, prefix, suffix, hole):
                 body = src_text[a:b]
                 if kind == "block":
-                    body = _reindent(body, column - (a - src_text.rfind("\n", 0, a) - 1))
+                    body = reindent(body, column - (a - src_text.rfind("\n", 0, a) - 1))
                 add(body, left, right, origin)
     kept = [t for o, t in texts if o == "related"]
     # Lines found by their neighbours or by the code before the cursor, matched without indentation.
@@ -401,7 +386,7 @@ def _last_code(text: str) -> str:
     return ""
 
 
-def _reindent(body: str, by: int) -> str:
+def reindent(body: str, by: int) -> str:
     """``body``'s lines after the first moved ``by`` columns (right when positive, never past their text)."""
     if by == 0 or "\n" not in body:
         return body

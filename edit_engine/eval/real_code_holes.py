@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import tree_sitter as ts
 
 from .. import syntax
+from ..engine.proposals import reindent
 from .holes import parses
 
 KINDS = ("line", "expression", "block")
@@ -318,18 +319,6 @@ def _column(text: str, offset: int) -> int:
     return offset - (text.rfind("\n", 0, offset) + 1)
 
 
-def _reindent(body: str, by: int) -> str:
-    """``body``'s lines after the first moved ``by`` columns (right when positive; never past their text)."""
-    if by == 0 or "\n" not in body:
-        return body
-    first, *rest = body.split("\n")
-    moved = []
-    for ln in rest:
-        lead = len(ln) - len(ln.lstrip(" "))
-        moved.append(" " * max(0, lead + by) + ln[lead:] if ln.strip() else ln)
-    return "\n".join([first, *moved])
-
-
 @dataclass(frozen=True)
 class Copy:
     """The baseline's pick: the text it fills with, where it came from (-1: the document; else the index of the
@@ -356,6 +345,6 @@ def copy_fill(kind: str, document: str, offset: int, related: Sequence[str] = ()
                 best = Copy(text[s:e], k - 1, s, score)
     if best is not None and kind == "block":
         text = document if best.source < 0 else related[best.source]
-        best = Copy(_reindent(best.text, _column(document, offset) - _column(text, best.start)), best.source,
+        best = Copy(reindent(best.text, _column(document, offset) - _column(text, best.start)), best.source,
                     best.start, best.score)
     return best
