@@ -56,6 +56,7 @@ class Accept:
 
 ACCEPT = Accept()
 _BLANKS = re.compile(r"\s+")
+_DOCSTRING = re.compile(r"^[rRbBuU]?(\"\"\"|\'\'\'|\"|\')")
 _BOUNDARY = re.compile(r"[\s=(\[{,:+\-*/%<>!&|^~@]")
 _OPEN, _CLOSE = "([{", ")]}"  # a header plan takes a line that opens a bracket too (its next line is deeper)
 
@@ -311,12 +312,20 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
     tail = suffix if nl < 0 else suffix[:nl]
     blank = pl.on_blank_line  # a line's code is proposed; otherwise an expression (or the rest of a line)
     found: dict[str, Candidate] = {}
+    rest = suffix[len(tail) :]
+    prev_lines = [ln.strip() for ln in prefix[max(0, line_start - 4000) : line_start].split("\n") if ln.strip()]
+    next_lines = [ln.strip() for ln in rest[:4000].split("\n") if ln.strip()]
+    near = {HOLE, *prev_lines[-1:], *next_lines[:1]}
 
     def add(body: str, left: int, right: int, origin: str) -> None:
         fill = _fit(body, head, pl)
         if not fill.strip() or len(fill) > MAX_FILL_CHARS or (pl.close and not fill.endswith((pl.close, *_OPEN))):
             return
         if pl.kind == "statement" and fill.rstrip().endswith(":"):  # a header needs a deeper line after it
+            return
+        if blank and _DOCSTRING.match(fill.strip()) and not _body_start(prefix):  # a docstring opens a body
+            return
+        if blank and fill.strip() in near:  # a line repeating its neighbour is rarely meant
             return
         old = found.get(fill)
         if old is None:
@@ -359,14 +368,10 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
                 add(body, left, right, origin)
     kept = [t for o, t in texts if o == "related"]
     # Lines found by their neighbours or by the code before the cursor, matched without indentation.
-    rest = suffix[len(tail) :]
     # The document with the hole's line as a mark no text matches: its neighbours must not match through it.
     sources = [Source(prefix[:line_start] + HOLE + rest, "document")] + [source(r, "related") for r in kept]
     before = _flat(prefix[:line_start]) + " "
     after = " " + _flat(rest)
-    prev_lines = [ln.strip() for ln in prefix[:line_start].split("\n") if ln.strip()]
-    next_lines = [ln.strip() for ln in rest.split("\n") if ln.strip()]
-    near = {HOLE, *prev_lines[-1:], *next_lines[:1]}
     for src in sources:
         if blank:
             hits = _blank_line(src, before, after, near)
@@ -377,6 +382,12 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
         for body, left, right in hits:
             add(body, left, right, src.origin)
     return sorted(found.values(), key=lambda c: -c.score)[:limit]  # ties: the first found (stable sort)
+
+
+def _body_start(prefix: str) -> bool:
+    """The cursor's line is the first of a block or of the file (only a header or nothing above it)."""
+    last = _last_code(prefix)
+    return not last or last.rstrip().endswith(":")
 
 
 def _last_code(text: str) -> str:
