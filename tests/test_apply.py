@@ -392,6 +392,88 @@ def test_engine_stream_apply(tiny_engine: Engine) -> None:
     assert len(passes) == 1 and passes[0].final and passes[0].text.endswith("def b():\n    return 0\n")
 
 
+# ---------------------------------------------------------------------------------------------------- the span guard
+def _filler(n: int, tag: str = "f") -> str:
+    """``n`` small functions, each line unique in the file."""
+    return "".join(f"def {tag}{k}(a):\n    b{k} = a + {k}\n    return b{k}\n\n\n" for k in range(n))
+
+
+def test_span_guard_refuses_ends_matched_far_apart() -> None:
+    """The chunk's first and last lines are each found once, 60 lines apart: replacing that span would drop
+    every function between them. Nothing safer exists, so the chunk is refused with the span and the count."""
+    src = "def head(a):\n    x = compute(a)\n    return a\n\n\n" + _filler(12) + \
+        "def tail(r):\n    return result\n"
+    upd = "# ... existing code ...\n    x = compute(a)\n    y = 2\n    return result\n# ... existing code ...\n"
+    with pytest.raises(ValueError, match=r"chunk 1 .* would replace original lines 2-67 and drop 38 of them") as e:
+        merge(src, upd)
+    assert "existing code" in str(e.value)
+    # The same chunk in a file where its ends are close is applied as before.
+    near = "def head(a):\n    x = compute(a)\n    return result\n\n\n" + _filler(12)
+    assert merge(near, upd).text == near.replace("compute(a)\n", "compute(a)\n    y = 2\n")
+
+
+def test_span_guard_keeps_a_deletion_within_the_limit() -> None:
+    """Context lines around a deleted function: the function's lines are dropped on purpose (3 + 3 + 3 lines,
+    within DROP_FLOOR + 2 x the chunk's lines)."""
+    src = _filler(4)
+    upd = "# ... existing code ...\n    b0 = a + 0\n    return b0\n\n\ndef f2(a):\n# ... existing code ...\n"
+    r = merge(src, upd)
+    assert r.text == src.replace("def f1(a):\n    b1 = a + 1\n    return b1\n\n\n", "")
+    assert kinds(r) == ["lines"]
+
+
+def test_span_guard_drops_at_most_its_limit() -> None:
+    """The same deletion, one deleted function longer at a time: applied while the dropped lines stay within
+    the limit, refused past it."""
+    upd = "# ... existing code ...\n    return b0\n\n\ndef g(a):\n# ... existing code ...\n"
+    limit = apply.DROP_FLOOR + apply.DROP_RATIO * 2
+    for body in (limit - 1, limit, limit + 1):  # the deleted function: a header and body - 1 lines
+        mid = "def gone(a):\n" + "".join(f"    v{k} = {k}\n" for k in range(body - 1)) + "\n\n"
+        src = "def f0(a):\n    return b0\n\n\n" + mid + "def g(a):\n    return a\n"
+        if body <= limit:
+            assert merge(src, upd).text == src.replace(mid, "")
+        else:
+            with pytest.raises(ValueError, match=f"drop {body} of them"):
+                merge(src, upd)
+
+
+def test_span_guard_moves_context_lines_beside_a_definition() -> None:
+    """A comment line shown above a replaced function is found only 40 lines up: matching it there would drop
+    the functions between, so it becomes a new line above the function and they stay."""
+    src = "# helpers\nimport os\n\n\n" + _filler(8) + "def target():\n    return 1\n"
+    upd = "# ... existing code ...\n# helpers\ndef target():\n    return 2\n"
+    r = merge(src, upd)
+    assert r.text == src.replace("def target():\n    return 1\n", "# helpers\ndef target():\n    return 2\n")
+    assert kinds(r) == ["definition"] and "new lines" in r.placements[0].note
+
+
+def test_span_guard_leaves_whole_definitions_alone() -> None:
+    """A long function rewritten short is a rewrite, not a drop: the definition's own lines do not count."""
+    long = "def big(a):\n" + "".join(f"    s{k} = a * {k}\n" for k in range(60)) + "    return a\n"
+    src = _filler(2) + long + "\n\n" + _filler(2, "h")
+    upd = "# ... existing code ...\ndef big(a):\n    return a * 2\n# ... existing code ...\n"
+    r = merge(src, upd)
+    assert r.text == src.replace(long, "def big(a):\n    return a * 2\n") and kinds(r) == ["definition"]
+
+
+def test_span_guard_passes_over_a_far_candidate() -> None:
+    """An ambiguous chunk (its first line at two places) whose far candidate would drop a whole block goes to
+    the near one, whatever the chooser says."""
+    src = "def a():\n    x = 1\n" + "".join(f"    k{k} = {k}\n" for k in range(30)) + "    return x\n\n\n" \
+        "def b():\n    x = 1\n    return x\n"
+    upd = "# ... existing code ...\n    x = 1\n    z = 3\n    return x\n"
+    r = merge(src, upd, choose=lambda _c, cands: len(cands) - 1 if len(cands) > 1 else 0)
+    want = src[: src.rindex("    x = 1\n")] + "    x = 1\n    z = 3\n    return x\n"
+    assert r.text == want
+
+
+def test_update_without_markers_is_not_guarded() -> None:
+    """An update without markers says what the span becomes: its ends found far apart, the span goes."""
+    src = "first = 1\n" + _filler(10) + "last = 2\n"
+    r = merge(src, "first = 1\nmiddle = 0\nlast = 2\n")
+    assert r.text == "first = 1\nmiddle = 0\nlast = 2\n"
+
+
 # ---------------------------------------------------------------------------------------------------- property
 _NAMES = st.lists(st.from_regex(r"[a-z]{3,8}", fullmatch=True), min_size=2, max_size=6, unique=True)
 _STATEMENTS = st.lists(st.sampled_from(["x = 1", "y = x + 2", "print(x)", "total += 1", "return x",

@@ -29,7 +29,12 @@ A chat model that edits a file writes only what changes, the rest elided by mark
    unmatched lines at its edges are new lines inserted there. An update that opens without a marker starts the
    file (one that ends without one ends it) when that drops no more lines than the chunk holds and no
    definition. Chunks are placed in order, each after the previous one; a chunk that would change nothing at
-   its place while its lines occur elsewhere goes where it changes something.
+   its place while its lines occur elsewhere goes where it changes something. **Span guard**: a place whose
+   span would drop many original lines that appear nowhere in the update (outside the original definitions the
+   chunk shows whole) — more than ``DROP_FLOOR`` plus ``DROP_RATIO`` times the chunk's own lines — is passed
+   over: a definition's context lines become new lines beside it, a chunk placed by lines takes another of its
+   candidate places, or is inserted when it defines something new, else refused (``ValueError`` with the span
+   and the count). An update without markers is taken literally and not guarded.
 5. **What is left.** A chunk with no anchor that defines something new is inserted after the last definition
    at its level before the next placed chunk (or, when it opens the update, before the first). A chunk whose
    lines match several places and none uniquely is ambiguous: the place where it changes something, spanning
@@ -375,6 +380,42 @@ class _Spot:
     lines: list[str]
     kind: str
     note: str = ""
+    kept: tuple[tuple[int, int], ...] = ()  # original definitions the chunk rewrites whole (rows [start, end))
+
+
+# ---------------------------------------------------------------------------------------------------- the span guard
+# A chunk may drop original lines (a deletion, or a rewrite shorter than what it replaces), but a place whose span
+# drops far more than the chunk writes is more likely a wrong anchoring (ends matched on common lines far apart)
+# than an edit. Dropped: a non-blank original line of the span that appears nowhere in the update (ignoring
+# whitespace) and is not inside an original definition the chunk shows whole. The limit: a rewrite condensing
+# twice the chunk's own lines, plus one deleted block the size of a small function.
+DROP_FLOOR = 16  # original lines a chunk may drop beyond DROP_RATIO times its own
+DROP_RATIO = 2
+
+
+@dataclass(frozen=True)
+class _Guard:
+    """The span check of an update: ``shown`` holds its lines without whitespace; ``active`` is False for an
+    update without markers (taken literally: it says what the span becomes)."""
+
+    src: Source
+    shown: frozenset[str]
+    active: bool = True
+
+    def limit(self, ch: Chunk) -> int:
+        return DROP_FLOOR + DROP_RATIO * sum(bool(x.strip()) for x in ch.lines)
+
+    def dropped(self, spot: _Spot) -> int:
+        """Original lines of the spot's span that nothing in the update keeps."""
+        norm, shown = self.src.norm, self.shown
+        return sum(1 for r in range(spot.a, spot.b) if norm[r] and norm[r] not in shown
+                   and not any(s <= r < e for s, e in spot.kept))
+
+    def ok(self, ch: Chunk, spot: _Spot) -> bool:
+        if not self.active or spot.kind in ("inserted", "whole"):
+            return True
+        limit = self.limit(ch)
+        return spot.b - spot.a <= limit or self.dropped(spot) <= limit
 
 
 def _def_anchor(src: Source, ch: Chunk, unit: tuple[int, tuple[str, ...]], lo: int, hi: int, strict: bool,
@@ -538,9 +579,10 @@ def _windows(src: Source, ch: Chunk, lo: int, hi: int, strict: bool) -> list[tup
 
 
 def _place(src: Source, ch: Chunk, lo: int, hi: int, strict: bool, names: set[str],
-           last: bool) -> _Spot | list[_Spot] | None:
+           last: bool, guard: _Guard) -> _Spot | list[_Spot] | None:
     """A chunk's place in [lo, hi): a spot, several candidate spots (ambiguous; never when ``strict``), or
-    None (nothing anchors it). ``strict``: unique in [lo, hi) only."""
+    None (nothing anchors it). ``strict``: unique in [lo, hi) only. Places that drop too much of the original
+    (``guard``) are passed over."""
     anchors: list[tuple[int, int, int, int, str]] = []
     items = list(ch.items)
     for unit in ch.units:
@@ -554,33 +596,42 @@ def _place(src: Source, ch: Chunk, lo: int, hi: int, strict: bool, names: set[st
     view = Chunk(ch.index, ch.lines, ch.start, ch.marker_before, ch.marker_after, ch.after_indent, ch.blanks,
                  ch.defs, ch.units, items)
     if anchors:
-        return _around_defs(src, view, anchors, lo, hi, last)
-    return _by_lines(src, view, lo, hi, strict, last)
+        return _around_defs(src, view, anchors, lo, hi, last, guard)
+    return _by_lines(src, view, lo, hi, strict, last, guard)
 
 
 def _around_defs(src: Source, ch: Chunk, anchors: list[tuple[int, int, int, int, str]], lo: int, hi: int,
-                 last: bool) -> _Spot:
+                 last: bool, guard: _Guard) -> _Spot:
     """A chunk with anchored definitions: its lines before the first one and after the last one are matched
-    on the original just before and after them (the nearest match)."""
+    on the original just before and after them (the nearest match). When that match would drop too much
+    (``guard``), those lines are new lines beside the definitions instead (the head's match given up first)."""
     cs, oa, ce, ob = anchors[0][0], anchors[0][2], anchors[-1][1], anchors[-1][3]
-    i, a = cs, oa
     head = _scan(src, ch, 0, cs, [(lo, oa)], 1)
-    if head.edge >= 0:
-        i, a = _back(src, ch, head.edge, head.rows[-1], 0, lo)
-    j, b = ce - 1, ob
     tail = _scan(src, ch, ce, len(ch.lines), [(ob, hi)], -1)
-    if tail.edge >= 0:
-        j, q = _forward(src, ch, tail.edge, tail.rows[0], len(ch.lines), hi)
-        b = q + 1
     note = ", ".join(x[4] for x in anchors)
-    return _edges(src, ch, _Spot(a, b, ch.lines, "definition", note), i, j, last)
+    kept = tuple((x[2], x[3]) for x in anchors)
+    spot = _Spot(oa, ob, ch.lines, "definition", note, kept)
+    for k, (use_head, use_tail) in enumerate(((True, True), (False, True), (True, False), (False, False))):
+        i, a = cs, oa
+        if use_head and head.edge >= 0:
+            i, a = _back(src, ch, head.edge, head.rows[-1], 0, lo)
+        j, b = ce - 1, ob
+        if use_tail and tail.edge >= 0:
+            j, q = _forward(src, ch, tail.edge, tail.rows[0], len(ch.lines), hi)
+            b = q + 1
+        spot = _edges(src, ch, _Spot(a, b, list(ch.lines), "definition", note, kept), i, j, last)
+        if k:
+            spot.note = f"{note}; lines beside them placed as new lines (their match dropped too much)"
+        if guard.ok(ch, spot):
+            return spot
+    return spot
 
 
 def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
-              last: bool) -> _Spot | list[_Spot] | None:
+              last: bool, guard: _Guard) -> _Spot | list[_Spot] | None:
     """A chunk placed by its first and last context lines: from a line found at a single place, its outermost
-    matching lines are placed by their nearest rows; without one, every place of its first line is a
-    candidate (ambiguous)."""
+    matching lines are placed by their nearest rows; without one, or when that place drops too much of the
+    original (``guard``), every place of its first line that does not is a candidate (ambiguous)."""
     n = len(ch.lines)
     windows = _windows(src, ch, lo, hi, strict)
     head, tail = _scan(src, ch, 0, n, windows, 1), _scan(src, ch, 0, n, windows, -1)
@@ -589,8 +640,8 @@ def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
     if head.unique is not None and tail.unique is not None:
         i, p = _toward(src, ch, head, lo, hi, 1, 0, n)
         j, q = _toward(src, ch, tail, lo, hi, -1, 0, n)
-        if p <= q and i <= j:
-            spot = _edges(src, ch, _Spot(p, q + 1, ch.lines, "lines"), i, j, last)
+        spot = _edges(src, ch, _Spot(p, q + 1, ch.lines, "lines"), i, j, last) if p <= q and i <= j else None
+        if spot is not None and guard.ok(ch, spot):
             if src.lines[spot.a : spot.b] != ch.lines or len(head.rows) < 2:
                 loose = src.lines[p] != ch.lines[i] or src.lines[q] != ch.lines[j]
                 spot.note = "ignoring whitespace" if loose else ""
@@ -598,14 +649,14 @@ def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
             # It would change nothing there, and its first line is found elsewhere too: an edit is meant, at the
             # one other place (spanning no more than twice its lines) where it would change something.
             others = [c for c in _candidates(src, ch, head, tail, last)
-                      if src.lines[c.a : c.b] != ch.lines and c.b - c.a <= 2 * n]
+                      if src.lines[c.a : c.b] != ch.lines and c.b - c.a <= 2 * n and guard.ok(ch, c)]
             if len(others) == 1:
                 others[0].kind, others[0].note = "lines", "the one place where it changes something"
                 return others[0]
             return spot
     if strict:
         return None
-    return _candidates(src, ch, head, tail, last) or None
+    return [c for c in _candidates(src, ch, head, tail, last) if guard.ok(ch, c)] or None
 
 
 def _candidates(src: Source, ch: Chunk, head: _Ends, tail: _Ends, last: bool) -> list[_Spot]:
@@ -784,7 +835,8 @@ def _plan(original: str, update: str, language: str, choose: Chooser | None) -> 
     for ch in chunks:
         _analyse(ch, language)
     names = {d.name for ch in chunks for d in ch.defs}
-    first = [_place(src, ch, 0, src.n, True, names, k == len(chunks) - 1) for k, ch in enumerate(chunks)]
+    guard = _Guard(src, frozenset(_norm(x) for x in ulines), markers > 0)
+    first = [_place(src, ch, 0, src.n, True, names, k == len(chunks) - 1, guard) for k, ch in enumerate(chunks)]
     spots = _best_chain([s if isinstance(s, _Spot) else None for s in first])
     nfe = 0
     for k, ch in enumerate(chunks):
@@ -792,7 +844,7 @@ def _plan(original: str, update: str, language: str, choose: Chooser | None) -> 
             continue
         lo = max((s.b for s in spots[:k] if s is not None), default=0)
         hi = min((s.a for s in spots[k + 1 :] if s is not None), default=src.n)
-        got = _place(src, ch, lo, hi, False, names, k == len(chunks) - 1)
+        got = _place(src, ch, lo, hi, False, names, k == len(chunks) - 1, guard)
         if isinstance(got, list):
             got, used = _decide(src, eol, ch, got, choose)
             nfe += used
@@ -801,6 +853,7 @@ def _plan(original: str, update: str, language: str, choose: Chooser | None) -> 
         if got is None and markers == 0:
             got = _Spot(0, src.n, ch.lines, "whole", "no marker and nothing matches: the update is the file")
         if got is None:
+            _refuse_dropping(src, ch, lo, hi, names, k == len(chunks) - 1, guard)
             raise ValueError(f"chunk {k + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, "
                              f"starting {ch.lines[0].strip()[:60]!r}) cannot be placed: none of its lines match the "
                              "original between its neighbours and it defines nothing new")
@@ -809,6 +862,21 @@ def _plan(original: str, update: str, language: str, choose: Chooser | None) -> 
     if placed[-1].b == src.n and not chunks[-1].marker_after:  # the update ends the file: its last newline too
         final = ufinal
     return _Plan(src, chunks, placed, eol, final, nfe)
+
+
+def _refuse_dropping(src: Source, ch: Chunk, lo: int, hi: int, names: set[str], last: bool, guard: _Guard) -> None:
+    """Raise ValueError when the chunk has places that only the span guard turned down (the error says what
+    the nearest of them would drop); return when it has none at all."""
+    got = _place(src, ch, lo, hi, False, names, last, _Guard(src, guard.shown, False))
+    spots = got if isinstance(got, list) else [got] if got is not None else []
+    if not spots:
+        return
+    s = min(spots, key=lambda c: c.b - c.a)
+    raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, starting "
+                     f"{ch.lines[0].strip()[:60]!r}) is not applied: its anchoring would replace original lines "
+                     f"{s.a + 1}-{s.b} and drop {guard.dropped(s)} of them that appear nowhere in the update (at most "
+                     f"{guard.limit(ch)} for a chunk of its size); put a '... existing code ...' marker where "
+                     "original code stays, or show more lines around the edit")
 
 
 def _decide(src: Source, eol: str, ch: Chunk, cands: list[_Spot], choose: Chooser | None) -> tuple[_Spot, int]:
