@@ -29,8 +29,9 @@ SANTACODER = "santacoder-fim"
 SANTACODER_FILE = "benchmark.jsonl.gz"
 # Apply edit: marker snippets merged into files, from the next-edit cases or this package's sources (apply_set.py).
 APPLY_BENCHMARKS = ("apply", "apply-synthetic")
-# Next edit: the change after the user's recent edits (next_edit_set.py).
-NEXT_EDIT_BENCHMARKS = ("next-edit", "next-edit-history")
+# Next edit: the change after the user's recent edits (next_edit_set.py); next-edit-releases: cases from
+# consecutive releases of PyPI packages (release_edits.py; built by benchmarks/release_edits.py).
+NEXT_EDIT_BENCHMARKS = ("next-edit", "next-edit-history", "next-edit-releases")
 # Fills at the cursor on files of PyPI packages no checkpoint trained on (real_code.py; built by
 # benchmarks/real_code_set.py).
 REAL_CODE_BENCHMARKS = ("real-code",)

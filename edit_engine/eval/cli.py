@@ -6,6 +6,7 @@
     edit-engine eval --benchmark apply --out apply.json      # apply edit: marker snippets merged into files
     edit-engine eval --benchmark next-edit [--fill rename-baseline] --out next.json    # next edit
     edit-engine eval --benchmark next-edit-history [--repo DIR]   # next edit, cases from a repository's history
+    edit-engine eval --benchmark next-edit-releases --data runs/release_edits   # next edit, held out: PyPI releases
     edit-engine eval --benchmark real-code --data runs/realcode --split dev [--fill copy-baseline|empty]
     edit-engine eval --context-gap --limit 64
 
@@ -51,7 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                       help="hole-token loss with real vs shuffled context on held-out corpus files")
     p.add_argument("--language", default="python", choices=tuple(SANTACODER_LANGUAGES),
                    help="santacoder-fim language (HumanEval is Python only)")
-    p.add_argument("--data", help="benchmark directory (default: ../shared/benchmarks beside the repository)")
+    p.add_argument("--data", help="benchmark directory (default: ../shared/benchmarks beside the repository; "
+                                  "next-edit-releases: the set benchmarks/release_edits.py built, default "
+                                  "runs/release_edits)")
     p.add_argument("--limit", type=int, help="first N tasks (context gap: examples, default 64)")
     p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
     add_dtype_arg(p)
@@ -175,11 +178,17 @@ def _next_edit(a: argparse.Namespace) -> int:
     from .benchmarks import BenchmarkError
     from .next_edit_history import history_cases
     from .next_edit_set import FILLS, engine_filler, load_cases, rename_baseline, report, run, table
+    from .release_edits import load_cases as release_cases
 
     if a.fill not in FILLS:
         raise UserError(f"--fill {a.fill} does not go with next-edit; choose from {', '.join(FILLS)}")
     try:
-        cases = load_cases(a.data, a.limit) if a.benchmark == "next-edit" else history_cases(a.repo, a.limit)
+        if a.benchmark == "next-edit":
+            cases = load_cases(a.data, a.limit)
+        elif a.benchmark == "next-edit-releases":
+            cases = release_cases(a.data, a.limit)
+        else:
+            cases = history_cases(a.repo, a.limit)
     except BenchmarkError as e:
         raise UserError(str(e)) from e
     model = ""
