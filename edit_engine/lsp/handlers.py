@@ -52,6 +52,7 @@ from . import transport
 from .documents import Document, apply_change
 from .rpc import Protocol
 from .settings import Settings
+from .workspace import Workspace
 
 __all__ = ["Document", "EditEngineServer", "apply_change"]
 
@@ -92,6 +93,7 @@ class EditEngineServer(LanguageServer):
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.settings = settings or Settings()
         self.documents: dict[str, Document] = {}
+        self.workspace_files = Workspace()  # files beside the open documents, sent as related code
         self.inflight: dict[str, asyncio.Task[Any]] = {}  # fills (inline completion, completion, infill)
         self.inflight_edits: dict[str, asyncio.Task[Any]] = {}  # next-edit requests
         self.model_jobs = 0  # calls queued or running on the model thread
@@ -367,18 +369,21 @@ def _supersede(table: dict[str, asyncio.Task[Any]], uri: str) -> asyncio.Task[An
 
 
 def related_texts(ls: EditEngineServer, doc: Document) -> list[str]:
-    """The other open documents of ``doc``'s language, the most recently edited first: at most ``MAX_RELATED``
-    of them, ``MAX_RELATED_CHARS`` together (one that does not fit is passed over), none over the size limit."""
+    """The other open documents of ``doc``'s language, the most recently edited first, then the files of that
+    language beside ``doc`` on disk that are not open (``lsp.workspace``): at most ``MAX_RELATED`` of them,
+    ``MAX_RELATED_CHARS`` together (one that does not fit is passed over), none over the size limit."""
     others = sorted((d for d in ls.documents.values() if d is not doc and d.language == doc.language
                      and d.text and not _too_large(d)), key=lambda d: d.touched, reverse=True)
+    texts = [d.text for d in others]
+    texts += [t for _, t in ls.workspace_files.siblings(doc.uri, doc.language, set(ls.documents))]
     out: list[str] = []
     total = 0
-    for d in others:
+    for t in texts:
         if len(out) == MAX_RELATED:
             break
-        if total + len(d.text) <= MAX_RELATED_CHARS:
-            out.append(d.text)
-            total += len(d.text)
+        if total + len(t) <= MAX_RELATED_CHARS:
+            out.append(t)
+            total += len(t)
     return out
 
 

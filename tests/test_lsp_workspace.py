@@ -1,0 +1,91 @@
+"""Files beside a document on disk reach the engine as related code: listed by language, the open ones left to
+the editor's text, bounded, re-read only when they change; end to end, a line found only in a sibling file is
+what the language server proposes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+from test_lsp import DEADLINE, pos, start, stop
+
+from edit_engine.lsp import workspace
+from edit_engine.lsp.workspace import Workspace, path_of
+
+
+def write(p: Path, text: str) -> Path:
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_siblings_are_same_language_not_open_largest_first(tmp_path: Path) -> None:
+    main = write(tmp_path / "main.py", "x = 1\n")
+    small = write(tmp_path / "small.py", "a = 1\n")
+    large = write(tmp_path / "large.py", "b = 2\n" * 20)
+    opened = write(tmp_path / "opened.py", "c = 3\n")
+    write(tmp_path / "other.rs", "fn main() {}\n")
+    write(tmp_path / "empty.py", "")
+    (tmp_path / "pkg.py").mkdir()
+    got = Workspace().siblings(main.as_uri(), "python", {opened.as_uri()})
+    assert [u for u, _ in got] == [large.as_uri(), small.as_uri()]
+    assert got[0][1] == large.read_text()
+
+
+def test_siblings_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    main = write(tmp_path / "main.py", "x = 1\n")
+    for i in range(5):
+        write(tmp_path / f"m{i}.py", "y = 1\n" * (i + 1))
+    write(tmp_path / "huge.py", "z = 1\n" * 100)
+    monkeypatch.setattr(workspace, "MAX_FILES", 2)
+    monkeypatch.setattr(workspace, "MAX_FILE_CHARS", 50)
+    got = Workspace().siblings(main.as_uri(), "python", set())
+    assert [Path(path_of(u) or "").name for u, _ in got] == ["m4.py", "m3.py"]  # huge.py is over the size cap
+
+
+def test_a_changed_file_is_read_again_and_others_come_from_the_cache(tmp_path: Path) -> None:
+    main = write(tmp_path / "main.py", "x = 1\n")
+    sib = write(tmp_path / "sib.py", "old = 1\n")
+    ws = Workspace()
+    assert ws.siblings(main.as_uri(), "python", set())[0][1] == "old = 1\n"
+    write(sib, "newer = 2\n")
+    st = sib.stat()
+    os.utime(sib, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later modification time
+    assert ws.siblings(main.as_uri(), "python", set())[0][1] == "newer = 2\n"
+
+
+def test_only_file_uris_have_siblings(tmp_path: Path) -> None:
+    assert Workspace().siblings("untitled:Untitled-1", "python", set()) == []
+    assert Workspace().siblings((tmp_path / "gone" / "x.py").as_uri(), "python", set()) == []
+    assert path_of("file:///a%20b/c.py") == Path("/a b/c.py")
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_a_line_found_only_in_a_sibling_file_is_proposed(tmp_path: Path) -> None:
+    """The sibling is never opened in the editor: the language server finds it on disk, and the blank line
+    gets the line that follows the same two lines there (a verified copy)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    write(pkg / "loader.py", "import json\n\n\ndef load(path):\n    with open(path, encoding='utf-8') as f:\n"
+                             "        data = json.load(f)\n    return data\n")
+    doc = "import json\n\n\ndef read_config(path):\n    with open(path, encoding='utf-8') as f:\n        \n" \
+          "    return data\n"
+    main = write(pkg / "main.py", doc)
+    s = await start(tmp_path, {})
+    try:
+        s.open(main.as_uri(), doc)
+        at = doc.index("as f:\n") + len("as f:\n        ")
+        result = await asyncio.wait_for(s.client.text_document_inline_completion_async(types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=main.as_uri()), position=pos(doc, at),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked))),
+            DEADLINE)
+        items = result.items if isinstance(result, types.InlineCompletionList) else result
+        assert items, result
+        text = items[0].insert_text
+        assert isinstance(text, str) and text.strip() == "data = json.load(f)", text
+        assert "related: 1 documents" in s.log_file.read_text()
+    finally:
+        await stop(s)
