@@ -462,7 +462,7 @@ def _keystroke(engine: Engine, spec: BenchSpec, texts: list[str]) -> dict[str, A
         "max_tokens": spec.keystroke_max_tokens,
         "cache": {"hits": st.hits, "partial": st.partial, "misses": st.misses,
                   "tokens_reused": st.tokens_reused, "tokens_encoded": st.tokens_encoded},
-        "identical_fills": identical, "span_kinds": typed.kinds,
+        "identical_fills": identical, "span_kinds": typed.kinds, "sources": typed.sources,
         "times_ms": {k: [round(t, 2) for t in v] for k, v in ms.items()},
     }
 
@@ -525,6 +525,7 @@ class _Typed:
     nfe: dict[str, list[int]] = field(default_factory=lambda: {"cached": [], "uncached": []})
     fills: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)  # who wrote the cached engine's first-round fills
 
 
 def _type_line(doc: _TypingDoc, order: list[tuple[str, Engine]], max_tokens: int, dev: torch.device) -> _Typed:
@@ -544,7 +545,8 @@ def _type_line(doc: _TypingDoc, order: list[tuple[str, Engine]], max_tokens: int
                 c = e.complete(text, off, uri=KEYSTROKE_URI, repair=False, max_tokens=max_tokens)
                 _sync(dev)
                 rec.ms[name].append((time.perf_counter() - t0) * 1e3)
-                rec.ctx_ms[name].append(c.timings["context"])
+                rec.ctx_ms[name].append(c.timings.get("context", 0.0))
+                rec.sources[c.source] = rec.sources.get(c.source, 0) + (name == "cached" and rnd == 0)
                 rec.nfe[name].append(c.nfe)
                 rec.fills.setdefault((name, j), set()).add(c.text)
                 if name == "cached" and rnd == 0:

@@ -204,8 +204,10 @@ def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tu
     t1 = time.perf_counter()
     p_ids, s_ids = dp.ids or rt.context_ids(dp.model_prefix, dp.model_suffix)
     with rt.contexts.encoded(rt.model, rt.key(dp.uri, p_ids, s_ids), p_ids, s_ids, dp.cfg.max_tokens) as cache:
+        t2 = time.perf_counter()
         scores = proposals.verify(rt.model, cache, [ids for _, ids in rows], tok.pad_id, tok.mask_id)
-    timings["verify"] = (time.perf_counter() - t1) * 1e3
+    timings["context"] = (t2 - t1) * 1e3
+    timings["verify"] = (time.perf_counter() - t2) * 1e3
     verdicts = [proposals.Verdict(c, m, w, len(ids)) for (c, ids), (m, w) in zip(rows, scores, strict=True)]
     nfe = dp.nfe + 1
     best = next((v for v in verdicts if v.accepted), None)  # the best context match the model does not veto

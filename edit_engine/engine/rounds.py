@@ -62,7 +62,7 @@ def document_passes(rt: Runtime, dp: DocumentPlan, seed: int, should_stop: Calla
         return
     with rt.contexts.encoded(rt.model, doc_key, p_ids, s_ids, cfg.max_tokens) as cache:
         t4 = time.perf_counter()
-        timings["context"] = (t4 - t3) * 1e3
+        timings["context"] = timings.get("context", 0.0) + (t4 - t3) * 1e3
         st = Rounds(nfe=dp.nfe)  # the planning pass, when the model chose the indentation
         init = rewrite_canvas(rt, dp, cache, st) if dp.rewrite else None
         yield from rounds(rt, dp, cache, init, st, seed, should_stop, timings, stream)
