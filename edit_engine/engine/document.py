@@ -215,18 +215,15 @@ def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tu
     return dataclasses.replace(dp, answer=answer, nfe=nfe, timings=timings, ids=(p_ids, s_ids))
 
 
-ANALYSIS_BUDGET_MS = 10.0  # the fill waits this long for the analyser; a slower answer serves the next keystroke
-
-
 def _analysed_words(rt: Runtime, text: str, offset: int, language: str, uri: str | None,
                     timings: dict[str, float]) -> frozenset[str] | None:
     """The names a Python analyser knows at the cursor (``analysis``), when the engine runs one: they are
-    not penalised as novel. None when off, not Python, or not ready within ``ANALYSIS_BUDGET_MS``."""
+    not penalised as novel. None when off, not Python, or not ready within ``rt.analysis_ms``."""
     if not rt.analysis or language != "python":
         return None
     t = time.perf_counter()
     path = uri.removeprefix("file://") if uri and uri.startswith("file://") else None
-    found = analysis.analyse(text, offset, path, budget_ms=ANALYSIS_BUDGET_MS)
+    found = analysis.analyse(text, offset, path, budget_ms=rt.analysis_ms)
     timings["analysis"] = (time.perf_counter() - t) * 1e3
     return analysis.known_words(found) if found is not None else None
 

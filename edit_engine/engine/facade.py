@@ -62,17 +62,18 @@ class Engine:
 
     def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, sampler: SamplerConfig | None = None,
                  path: Path | None = None, record: dict[str, Any] | None = None,
-                 context_cache: ContextCacheConfig | None = None, analysis: bool = False) -> None:
-        self.rt = Runtime(model, tokenizer, sampler, path, record, context_cache, analysis)
+                 context_cache: ContextCacheConfig | None = None, analysis: bool = False,
+                 analysis_ms: float = 10.0) -> None:
+        self.rt = Runtime(model, tokenizer, sampler, path, record, context_cache, analysis, analysis_ms)
 
     @classmethod
     def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
              sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None,
-             dtype: torch.dtype | str | None = None, analysis: bool = False) -> Engine:
+             dtype: torch.dtype | str | None = None, analysis: bool = False, analysis_ms: float = 10.0) -> Engine:
         """Load a checkpoint directory (default: the model packaged with edit-engine). ``dtype`` (a dtype or its
         name, ``dtypes.DTYPES``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else the checkpoint
         family's (float32 for ours, bf16 for open models on CUDA). ``analysis``: the novel-name penalty spares
-        the names jedi knows at the cursor (``engine/analysis.py``, Python)."""
+        the names jedi knows at the cursor (``engine/analysis.py``, Python), waiting ``analysis_ms`` per fill."""
         if threads:
             torch.set_num_threads(threads)
         ck = checkpoint.load(path, device=device or "cpu", dtype=dtype)
@@ -81,7 +82,7 @@ class Engine:
                 sampler = SamplerConfig.for_checkpoint(ck.path)
             except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
                 raise checkpoint.CheckpointError(f"{ck.path}/sampler.json: {e}") from e
-        return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache, analysis)
+        return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache, analysis, analysis_ms)
 
     # ------------------------------------------------------------------ what is loaded
     @property

@@ -37,9 +37,11 @@ class Runtime:
 
     def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, sampler: SamplerConfig | None = None,
                  path: Path | None = None, record: dict[str, Any] | None = None,
-                 context_cache: ContextCacheConfig | None = None, analysis: bool = False) -> None:
+                 context_cache: ContextCacheConfig | None = None, analysis: bool = False,
+                 analysis_ms: float = 10.0) -> None:
         self.model = model
         self.analysis = analysis  # ask a static analyser (Python: jedi) for the names known at the cursor
+        self.analysis_ms = analysis_ms  # how long a fill waits for it (a later answer serves the next keystroke)
         self.tokenizer = tokenizer
         self.sampler = sampler or SamplerConfig()
         self.path = path

@@ -92,6 +92,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--out", help="write per-task results here (JSON lines; apply benchmarks: one JSON object)")
     p.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--analysis", action="store_true",
+                   help="editor's path and real-code: the novel-name penalty spares the names jedi knows at the cursor")
+    p.add_argument("--analysis-ms", type=float, default=10.0,
+                   help="with --analysis: how long each fill waits for jedi (default 10)")
     p.add_argument("--plot", metavar="DIR",
                    help="also write PNG plots to DIR: eval_score.png, eval_latency.png (needs matplotlib)")
 
@@ -244,7 +248,8 @@ def _real_code(a: argparse.Namespace) -> int:
     if fill_name == "engine":
         from ..engine import Engine
 
-        engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
+        engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype, analysis=a.analysis,
+                             analysis_ms=a.analysis_ms)
         engine.warm_up()
         fill, model = engine_filler(engine, **overrides), str(engine.path or "")
     else:
@@ -329,7 +334,8 @@ def _filling(a: argparse.Namespace) -> _Filling:
         return _Filling(empty_filler, "empty")
     from ..engine import Engine
 
-    engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
+    engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype, analysis=a.analysis,
+                         analysis_ms=a.analysis_ms)
     overrides = sampler_overrides(a)
     line_stop = not (a.no_line_stop or a.no_truncate)
     filler: Filler
