@@ -413,3 +413,22 @@ def test_a_shard_index_naming_a_file_outside_the_folder_is_refused(dream_dir: An
         (d / "model.safetensors.index.json").write_text(json.dumps(index))
         with pytest.raises(checkpoint.CheckpointError, match="outside the model folder"):
             checkpoint.load(d)
+
+
+def test_open_models_verify_copy_proposals(dream_dir: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An open model scores the best copy in one batched pass over its own context layout; accepted, the copy is
+    the answer with one forward pass; vetoed, the model denoises as usual. Open models know every language."""
+    from edit_engine import Engine
+    from edit_engine.engine import proposals
+
+    eng = Engine.load(dream_dir[0])
+    assert eng.rt.languages is None and eng.rt.knows("rust")
+    doc = ("def a(values):\n    result = compute(values, scale=2.0)\n    log.info('done %s', result)\n"
+           "    return result\n\n\ndef b(values):\n    result = compute(values, scale=2.0)\n    \n    return result\n")
+    at = doc.rindex("    \n") + 4
+    monkeypatch.setattr(proposals, "ACCEPT", proposals.Accept(match=10, mean=-1e9))
+    c = eng.complete(doc, at)
+    assert (c.source, c.text, c.nfe) == ("copy", "log.info('done %s', result)", 1) and "verify" in c.timings
+    monkeypatch.setattr(proposals, "ACCEPT", proposals.Accept(match=10, mean=1.0))  # nothing passes
+    c = eng.complete(doc, at)
+    assert c.source == "model" and c.nfe > 1

@@ -157,5 +157,5 @@ def test_verify_scores_the_true_line_above_a_wrong_one(engine: Engine) -> None:
     p_ids, s_ids = engine.context_ids(dp.model_prefix, dp.model_suffix)
     cache = engine.model.encode_context([p_ids], [s_ids], 64)
     good, bad = tok.encode(" return a * b"), tok.encode(" import zzz.qqq as xx")
-    (gm, gw), (bm, bw) = proposals.verify(engine.model, cache, [good, bad], tok.pad_id, tok.mask_id)
+    (gm, gw), (bm, bw) = proposals.verify(engine.model, cache.repeat, [good, bad], tok.pad_id, tok.mask_id)
     assert gm > bm and gw > bw

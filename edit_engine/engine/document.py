@@ -188,7 +188,7 @@ def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tu
             "", "none", f"the model was not trained on {language} and no copy of the surrounding code was found")
         return dataclasses.replace(dp, answer=settled, timings=timings)
     cands = [c for c in cands if c.score >= proposals.ACCEPT.match]
-    if not cands or not (rt.canvas and rt.model.exact_context_cache):
+    if not cands or not rt.canvas:
         return dataclasses.replace(dp, timings=timings)
     tok = rt.tokenizer
     rows: list[tuple[proposals.Candidate, list[int]]] = []
@@ -203,10 +203,16 @@ def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tu
         return dataclasses.replace(dp, timings=timings)
     t1 = time.perf_counter()
     p_ids, s_ids = dp.ids or rt.context_ids(dp.model_prefix, dp.model_suffix)
-    with rt.contexts.encoded(rt.model, rt.key(dp.uri, p_ids, s_ids), p_ids, s_ids, dp.cfg.max_tokens) as cache:
-        t2 = time.perf_counter()
-        scores = proposals.verify(rt.model, cache, [ids for _, ids in rows], tok.pad_id, tok.mask_id)
-    timings["context"] = (t2 - t1) * 1e3
+    model, ids_rows = rt.model, [ids for _, ids in rows]
+    if model.exact_context_cache:  # the document's cached context, repeated for the rows
+        with rt.contexts.encoded(model, rt.key(dp.uri, p_ids, s_ids), p_ids, s_ids, dp.cfg.max_tokens) as cache:
+            t2 = time.perf_counter()
+            scores = proposals.verify(model, cache.repeat, ids_rows, tok.pad_id, tok.mask_id)
+        timings["context"] = (t2 - t1) * 1e3
+    else:  # an open model: the context depends on the canvas, so the rows' pass runs over it all
+        t2 = t1
+        scores = proposals.verify(model, lambda n, w: model.encode_context([p_ids] * n, [s_ids] * n, w),
+                                  ids_rows, tok.pad_id, tok.mask_id)
     timings["verify"] = (time.perf_counter() - t2) * 1e3
     verdicts = [proposals.Verdict(c, m, w, len(ids)) for (c, ids), (m, w) in zip(rows, scores, strict=True)]
     nfe = dp.nfe + 1

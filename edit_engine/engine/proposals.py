@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -479,11 +479,12 @@ def _blank_line(src: Source, before: str, after: str, near: set[str]) -> list[tu
 
 
 # ---------------------------------------------------------------------------------------------------- verification
-def verify(model: object, cache: object, rows: list[list[int]], pad_id: int, mask_id: int) -> list[tuple[float, float]]:
+def verify(model: object, contexts: Callable[[int, int], object], rows: list[list[int]], pad_id: int,
+           mask_id: int) -> list[tuple[float, float]]:
     """The model's (mean, worst) log-probability of each token list in ``rows`` followed by one pad, from one
     batched pass: two canvas rows per list, the even slots masked in one and the odd in the other, so each
-    token is predicted with half of its neighbours visible. ``cache``: the request's encoded context (batch
-    of one), repeated for the rows."""
+    token is predicted with half of its neighbours visible. ``contexts(n, width)``: the request's context for
+    ``n`` canvas rows of ``width`` slots (an exact cache repeated, or an open model's layout)."""
     width = max(len(r) for r in rows) + 1
     canvases, masks = [], []
     for r in rows:
@@ -494,7 +495,7 @@ def verify(model: object, cache: object, rows: list[list[int]], pad_id: int, mas
             masks.append(m)
     dev = model.device  # type: ignore[attr-defined]
     canvas = torch.tensor(canvases, dtype=torch.long, device=dev)
-    batch = cache.repeat(len(canvases), width)  # type: ignore[attr-defined]
+    batch = contexts(len(canvases), width)
     with torch.no_grad():
         logp = torch.log_softmax(model.canvas_logits(canvas, batch).float(), -1)  # type: ignore[attr-defined]
     truth = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows for _ in (0, 1)], device=dev)
