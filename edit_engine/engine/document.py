@@ -166,6 +166,10 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
         ids = rt.context_ids(dp.model_prefix, dp.model_suffix)
         words = _analysed_words(rt, text, pl.start, language, uri, timings) if mode == "insert" else None
         dp = dataclasses.replace(dp, bias=rt.tables.novelty_bias(*ids, language, cfg, extra_words=words), ids=ids)
+    if mode == "insert" and pl.start == pl.end == offset and selection is None:
+        kept = rt.typed_through(uri, text, offset)
+        if kept is not None:  # the user typed the start of the last fill: the rest of it still holds
+            return dataclasses.replace(dp, answer=Answer(kept[0], kept[1]))
     if mode == "insert" and pl.code:
         dp = settle(rt, dp, language, related or ())
     return dp

@@ -49,6 +49,8 @@ def document_passes(rt: Runtime, dp: DocumentPlan, seed: int, should_stop: Calla
     settled while planning (``DocumentPlan.answer``) is answered with no round."""
     if dp.answer is not None:
         a = dp.answer
+        if dp.start == dp.end:
+            rt.remember(dp.uri, dp.text, dp.start, a.text, a.source)
         yield Pass(0, a.text, 0, True, a.nfe, dp.start, dp.end, "complete", source=a.source, reason=a.reason)
         return
     cfg = dp.cfg
@@ -155,6 +157,13 @@ def rounds(rt: Runtime, dp: DocumentPlan, cache: Any, init: torch.Tensor | None,
     yield final(rt, dp, st, timings)
 
 def final(rt: Runtime, dp: DocumentPlan, st: Rounds, timings: dict[str, float]) -> Pass:
+    p = _final(rt, dp, st, timings)
+    if dp.start == dp.end and dp.mode == "insert":
+        rt.remember(dp.uri, dp.text, dp.start, p.text, p.source)
+    return p
+
+
+def _final(rt: Runtime, dp: DocumentPlan, st: Rounds, timings: dict[str, float]) -> Pass:
     """The final pass: the best fill of the rounds; when even that one still breaks the parse, its longest
     prefix that does not and still holds code (``repair.salvage``; ``timings["salvage"]`` then says so)."""
     assert st.best is not None

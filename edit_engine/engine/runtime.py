@@ -3,6 +3,8 @@ the vocabulary tables, the per-document stores (encoded contexts, syntax trees) 
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from . import decoders
 from .contexts import ContextCacheConfig, ContextStore, context_ids, doc_key
 from .results import MAX_DOCUMENT_CHARS
 from .vocab import TokenTables
+
+RECENT_DOCUMENTS = 256  # documents whose last insertion is kept for typing through it
 
 
 def check_text(*texts: str) -> None:
@@ -42,6 +46,8 @@ class Runtime:
         self.model = model
         self.analysis = analysis  # ask a static analyser (Python: jedi) for the names known at the cursor
         self.analysis_ms = analysis_ms  # how long a fill waits for it (a later answer serves the next keystroke)
+        self._recent: OrderedDict[str, tuple[str, int, str, str]] = OrderedDict()  # uri -> last insertion
+        self._recent_lock = threading.Lock()
         self.tokenizer = tokenizer
         self.sampler = sampler or SamplerConfig()
         self.path = path
@@ -69,6 +75,32 @@ class Runtime:
         """Whether the model was trained on ``language`` (plain text and unknown grammars count as known)."""
         langs = self.languages
         return langs is None or language in langs or language in ("plaintext", "")
+
+    def remember(self, uri: str | None, text: str, start: int, fill: str, source: str) -> None:
+        """Keep a document's last insertion (``fill`` at ``start`` of ``text``) for ``typed_through``."""
+        if not uri or not fill:
+            return
+        with self._recent_lock:
+            self._recent[uri] = (text, start, fill, source)
+            self._recent.move_to_end(uri)
+            while len(self._recent) > RECENT_DOCUMENTS:
+                self._recent.popitem(last=False)
+
+    def typed_through(self, uri: str | None, text: str, offset: int) -> tuple[str, str] | None:
+        """(the rest of the last fill, its source) when ``text`` is the document of the last insertion at ``uri``
+        with the fill's first characters typed at its place and the cursor after them; else None."""
+        if not uri:
+            return None
+        with self._recent_lock:
+            got = self._recent.get(uri)
+        if got is None:
+            return None
+        old, start, fill, source = got
+        typed = offset - start
+        if not 0 < typed < len(fill) or len(text) != len(old) + typed or text[start:offset] != fill[:typed] \
+                or not text.startswith(old[:start]) or not text.endswith(old[start:]):
+            return None
+        return fill[typed:], source
 
     def config(self, max_tokens: int | None, overrides: dict[str, Any]) -> SamplerConfig:
         """The sampler settings of a call: the checkpoint's, overridden, ``max_tokens`` clamped to the model."""
