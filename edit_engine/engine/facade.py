@@ -62,8 +62,8 @@ class Engine:
 
     def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, sampler: SamplerConfig | None = None,
                  path: Path | None = None, record: dict[str, Any] | None = None,
-                 context_cache: ContextCacheConfig | None = None, analysis: bool = False,
-                 analysis_ms: float = 10.0) -> None:
+                 context_cache: ContextCacheConfig | None = None, analysis: bool = False, analysis_ms: float = 10.0
+                 ) -> None:
         self.rt = Runtime(model, tokenizer, sampler, path, record, context_cache, analysis, analysis_ms)
 
     @classmethod
@@ -328,10 +328,8 @@ class Engine:
         return (time.perf_counter() - t) * 1e3
 
     def compile(self) -> float:
-        """``torch.compile`` the per-pass step (``DiffusionLM.canvas_hidden``) with dynamic shapes, so any context
-        length, canvas size and batch runs without recompiling, then warm it up. Every engine sharing this model
-        uses the compiled step; it is warmed up with one row and with two (the batched server), after which
-        other sizes do not recompile. Returns the seconds it took (about 30 s on a 2-core CPU; the pass is
+        """``torch.compile`` the per-pass step (``DiffusionLM.canvas_hidden``) with dynamic shapes, then warm it
+        up with one row and with two (the batched server): other contexts, canvases and batches do not recompile. Returns the seconds it took (about 30 s on a 2-core CPU; the pass is
         about 1.4x faster, docs/bench.md). Results match the eager pass to float rounding, not bit for bit.
         Raises RuntimeError (and keeps the eager step) when compiling fails, e.g. without a C++ compiler."""
         if not self.batchable:

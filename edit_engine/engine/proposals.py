@@ -336,13 +336,7 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
 
     # Spans of the text (lines on a blank line, and block bodies at a body's start; else expressions), matched
     # on the raw characters either side.
-    if blank:
-        kinds = ["line"]
-        g = syntax.load(pl.language)
-        if pl.kind == "statement" and g.header_end and _last_code(prefix).endswith(g.header_end):
-            kinds.append("block")
-    else:
-        kinds = ["expression"]
+    kinds = _span_kinds(pl, prefix)
     if doc is None and kinds != ["line"]:
         doc = syntax.Document.parse(text, pl.language)
     column = len(head)
@@ -382,6 +376,16 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
         for body, left, right in hits:
             add(body, left, right, src.origin)
     return sorted(found.values(), key=lambda c: -c.score)[:limit]  # ties: the first found (stable sort)
+
+
+def _span_kinds(pl: planner.Plan, prefix: str) -> list[str]:
+    """The spans copied for a plan: lines on a blank line (and block bodies where a body starts), else
+    expressions."""
+    if not pl.on_blank_line:
+        return ["expression"]
+    g = syntax.load(pl.language)
+    at_body = pl.kind == "statement" and g.header_end and _last_code(prefix).endswith(g.header_end)
+    return ["line", "block"] if at_body else ["line"]
 
 
 def _body_start(prefix: str) -> bool:

@@ -94,6 +94,11 @@ def load_cases(data: str | Path | None = None, limit: int | None = None) -> list
     path = resolve_data_dir(data) / NEXT_EDIT_FILE
     if not path.is_file():
         raise BenchmarkError(f"next-edit cases not found at {str(path)!r}")
+    return read_cases(path, limit)
+
+
+def read_cases(path: Path, limit: int | None = None) -> list[NextEditCase]:
+    """The first ``limit`` cases of a gzipped JSON-lines file of next-edit cases (``case_from_json``)."""
     out: list[NextEditCase] = []
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:

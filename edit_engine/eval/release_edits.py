@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .benchmarks import BenchmarkError
-from .next_edit_set import NextEditCase, case_from_json
+from .next_edit_set import NextEditCase, read_cases
 
 CASES_FILE = "cases.jsonl.gz"
 MANIFEST_FILE = "manifest.json"
@@ -152,13 +152,4 @@ def load_cases(data: str | Path | None = None, limit: int | None = None) -> list
     if not path.is_file():
         raise BenchmarkError(f"release next-edit cases not found at {str(path)!r}; build them with "
                              "python benchmarks/release_edits.py --out DIR")
-    out: list[NextEditCase] = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(case_from_json(json.loads(line)))
-            if limit is not None and len(out) >= limit:
-                break
-    if not out:
-        raise BenchmarkError(f"{str(path)!r} holds no cases")
-    return out
+    return read_cases(path, limit)

@@ -388,18 +388,23 @@ local function show_answer(bufnr, st)
 end
 
 -- ------------------------------------------------------------------------------------------ requests
---- Cancel the request in flight for the buffer (if any) and clear its suggestion.
-function M.cancel(bufnr)
-  bufnr = resolve(bufnr)
-  local st = M.state[bufnr]
-  M.state[bufnr] = nil
-  clear(bufnr)
+-- Cancel a state's request in flight, if it has one.
+local function cancel_request(st)
   if st and st.request_id then
     local client = vim.lsp.get_client_by_id(st.client_id)
     if client then
       client:cancel_request(st.request_id)
     end
   end
+end
+
+--- Cancel the request in flight for the buffer (if any) and clear its suggestion.
+function M.cancel(bufnr)
+  bufnr = resolve(bufnr)
+  local st = M.state[bufnr]
+  M.state[bufnr] = nil
+  clear(bufnr)
+  cancel_request(st)
 end
 
 -- The buffer changed after the suggestion was shown: was it the user typing the suggestion's next
@@ -599,12 +604,7 @@ function M.dismiss_edit(bufnr)
   local st = M.edit_state[bufnr]
   M.edit_state[bufnr] = nil
   clear_edit(bufnr)
-  if st and st.request_id then
-    local client = vim.lsp.get_client_by_id(st.client_id)
-    if client then
-      client:cancel_request(st.request_id)
-    end
-  end
+  cancel_request(st)
 end
 
 -- Is the next edit still for the buffer and the cursor it was asked for (or shown at)?
