@@ -463,6 +463,7 @@ def _keystroke(engine: Engine, spec: BenchSpec, texts: list[str]) -> dict[str, A
         "cache": {"hits": st.hits, "partial": st.partial, "misses": st.misses,
                   "tokens_reused": st.tokens_reused, "tokens_encoded": st.tokens_encoded},
         "identical_fills": identical, "span_kinds": typed.kinds, "sources": typed.sources,
+        "typed_through": typed.typed_through,
         "times_ms": {k: [round(t, 2) for t in v] for k, v in ms.items()},
     }
 
@@ -526,6 +527,7 @@ class _Typed:
     fills: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=dict)
     sources: dict[str, int] = field(default_factory=dict)  # who wrote the cached engine's first-round fills
+    typed_through: dict[str, int] = field(default_factory=lambda: {"cached": 0, "uncached": 0})  # no pass run
 
 
 def _type_line(doc: _TypingDoc, order: list[tuple[str, Engine]], max_tokens: int, dev: torch.device) -> _Typed:
@@ -548,6 +550,7 @@ def _type_line(doc: _TypingDoc, order: list[tuple[str, Engine]], max_tokens: int
                 rec.ctx_ms[name].append(c.timings.get("context", 0.0))
                 rec.sources[c.source] = rec.sources.get(c.source, 0) + (name == "cached" and rnd == 0)
                 rec.nfe[name].append(c.nfe)
+                rec.typed_through[name] += c.nfe == 0
                 rec.fills.setdefault((name, j), set()).add(c.text)
                 if name == "cached" and rnd == 0:
                     rec.kinds[c.kind] = rec.kinds.get(c.kind, 0) + 1

@@ -159,3 +159,25 @@ def test_verify_scores_the_true_line_above_a_wrong_one(engine: Engine) -> None:
     good, bad = tok.encode(" return a * b"), tok.encode(" import zzz.qqq as xx")
     (gm, gw), (bm, bw) = proposals.verify(engine.model, cache.repeat, [good, bad], tok.pad_id, tok.mask_id)
     assert gm > bm and gw > bw
+
+
+def test_the_document_is_searched_only_near_the_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded work on a large document: only ``WINDOW_CHARS`` either side of the span are searched, so a copy
+    beyond them is not found and one inside is."""
+    far = "def far(a):\n    raise ValueError('far away')\n\n\n"
+    filler = "".join(f"x{i} = {i}\n" for i in range(400))
+    doc = far + filler + "def near(a):\n    \n"
+    at = doc.rindex("    \n") + 4
+    monkeypatch.setattr(proposals, "WINDOW_CHARS", len(filler) // 2)
+    assert "raise ValueError('far away')" not in [c.text for c in proposals.candidates(doc, plan_at(doc, at))]
+    monkeypatch.setattr(proposals, "WINDOW_CHARS", len(doc))
+    assert "raise ValueError('far away')" in [c.text for c in proposals.candidates(doc, plan_at(doc, at))]
+
+
+def test_non_ascii_documents_map_expression_spans_to_characters() -> None:
+    doc = "names = ['é', 'ü']\nfirst = sorted(names)[0]\nsecond = sorted(names)[1]\nthird = \n"
+    at = doc.index("third = ") + len("third = ")
+    texts = [c.text for c in proposals.candidates(doc, plan_at(doc, at))]
+    assert "sorted(names)[1]" in texts or "sorted(names)[0]" in texts, texts
+    for c in proposals.candidates(doc, plan_at(doc, at)):
+        assert c.text in doc

@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import tree_sitter as ts
 
@@ -35,6 +36,8 @@ from .. import planner, syntax
 
 KINDS = ("statement", "header", "rest_of_line", "in_line", "in_brackets")  # single-line code spans that take copies
 MAX_SOURCE_CHARS = 1_000_000  # related text searched, in all
+WINDOW_CHARS = 100_000  # the document is searched this far either side of the span
+MAX_SCAN = 4_000  # places a search key is looked at, at most
 MAX_HITS = 64  # places found per search tail
 MAX_VERIFY = 1  # candidates scored by the model (two canvas rows each)
 MAX_FILL_CHARS = 200
@@ -226,22 +229,25 @@ def line_spans(text: str) -> Spans:
     return Spans.of(m.span(1) for m in _LINE.finditer(text) if not m.group(1).startswith("#"))
 
 
-def expression_spans(doc: syntax.Document) -> Spans:
+def expression_spans(doc: syntax.Document, window: tuple[int, int] | None = None) -> Spans:
     """The one-line expressions of ``doc`` (``_EXPRESSIONS``) of at most ``MAX_FILL_CHARS`` characters; none
-    for a language without the query."""
-    return _query_spans(doc, _EXPRESSIONS, 1)
+    for a language without the query. ``window``: only those inside these character offsets, counted from its
+    start."""
+    return _query_spans(doc, _EXPRESSIONS, 1, window)
 
 
-def block_spans(doc: syntax.Document) -> Spans:
-    """The block bodies of ``doc`` of 1 to ``BLOCK_ROWS`` lines that start on a line of their own."""
-    spans = _query_spans(doc, _BLOCKS, BLOCK_ROWS)
-    text = doc.text
+def block_spans(doc: syntax.Document, window: tuple[int, int] | None = None) -> Spans:
+    """The block bodies of ``doc`` of 1 to ``BLOCK_ROWS`` lines that start on a line of their own (``window``:
+    as ``expression_spans``)."""
+    spans = _query_spans(doc, _BLOCKS, BLOCK_ROWS, window)
+    text = doc.text[window[0] : window[1]] if window else doc.text
     keep = [(a, b) for a, ends in spans.by_start.items() for b in ends
             if not text[text.rfind("\n", 0, a) + 1 : a].strip()]
     return Spans.of((a, a + len(text[a:b].rstrip())) for a, b in keep)
 
 
-def _query_spans(doc: syntax.Document, queries: dict[str, str], rows: int) -> Spans:
+def _query_spans(doc: syntax.Document, queries: dict[str, str], rows: int,
+                 window: tuple[int, int] | None) -> Spans:
     src = queries.get(doc.language)
     if src is None or doc.tree is None:
         return Spans({}, {})
@@ -249,14 +255,23 @@ def _query_spans(doc: syntax.Document, queries: dict[str, str], rows: int) -> Sp
     q = _QUERIES.get(key)
     if q is None:
         q = _QUERIES[key] = ts.Query(doc.tree.language, src)
-    nodes = ts.QueryCursor(q).captures(doc.tree.root_node).get("e", [])  # type: ignore[arg-type]
+    c0, c1 = window or (0, len(doc.text))
     ascii_text = doc.text.isascii()
+    b0 = c0 if ascii_text else len(doc.text[:c0].encode("utf-8", "surrogatepass"))
+    b1 = b0 + (c1 - c0 if ascii_text else len(doc.text[c0:c1].encode("utf-8", "surrogatepass")))
+    cursor = ts.QueryCursor(q)  # type: ignore[arg-type]
+    cursor.set_byte_range(b0, b1)
+    nodes = cursor.captures(doc.tree.root_node).get("e", [])
+    if not ascii_text:  # character offset (in the window) of each byte of it: count the bytes that start one
+        lead = np.frombuffer(doc.data[b0:b1], dtype=np.uint8) & 0xC0 != 0x80
+        chars = np.concatenate([[0], np.cumsum(lead)])
     out = []
     for n in nodes:
-        if n.end_point.row - n.start_point.row >= rows or not 0 < n.end_byte - n.start_byte <= MAX_FILL_CHARS:
+        if n.end_point.row - n.start_point.row >= rows or not 0 < n.end_byte - n.start_byte <= MAX_FILL_CHARS \
+                or n.start_byte < b0 or n.end_byte > b1:
             continue
-        a, b = (n.start_byte, n.end_byte) if ascii_text else (doc.char(n.start_byte), doc.char(n.end_byte))
-        out.append((a, b))
+        a, b = n.start_byte - b0, n.end_byte - b0
+        out.append((a, b) if ascii_text else (int(chars[a]), int(chars[b])))
     return Spans.of(out)
 
 
@@ -287,9 +302,9 @@ def _matched_spans(text: str, spans: Spans, before: str, after: str,
         for key, table, shift in ((before[-k:], spans.by_start, k), (after[:k], spans.by_end, 0)):
             if len(key) < k:
                 continue
-            pos = 0
-            while len(picked) < MAX_HITS and (j := text.find(key, pos)) >= 0:
-                pos = j + 1
+            pos = scanned = 0
+            while len(picked) < MAX_HITS and scanned < MAX_SCAN and (j := text.find(key, pos)) >= 0:
+                pos, scanned = j + 1, scanned + 1
                 at = j + shift
                 for other in table.get(at, ()):
                     s, e = (at, other) if shift else (other, at)
@@ -305,7 +320,9 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
     ``doc``: the document's syntax tree, when the caller has it."""
     if pl.kind not in KINDS or not pl.code or not (pl.single_line or pl.kind == "statement"):
         return []
-    prefix, suffix = text[: pl.start], text[pl.end :]
+    w0, w1 = max(0, pl.start - WINDOW_CHARS), min(len(text), pl.end + WINDOW_CHARS)  # the document searched
+    window = text[w0:w1]
+    prefix, suffix = text[w0 : pl.start], text[pl.end : w1]
     line_start = prefix.rfind("\n") + 1
     head = prefix[line_start:]
     nl = suffix.find("\n")
@@ -341,7 +358,7 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
         doc = syntax.Document.parse(text, pl.language)
     column = len(head)
     budget = MAX_SOURCE_CHARS
-    texts: list[tuple[str, str]] = [("document", text)]
+    texts: list[tuple[str, str]] = [("document", window)]
     for r in related:
         if budget <= 0:
             break
@@ -350,11 +367,11 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
     for origin, src_text in texts:
         for kind in kinds:
             if origin == "document":
-                spans = line_spans(text) if kind == "line" else \
-                    (block_spans if kind == "block" else expression_spans)(doc)  # type: ignore[arg-type]
+                spans = line_spans(window) if kind == "line" else \
+                    (block_spans if kind == "block" else expression_spans)(doc, (w0, w1))  # type: ignore[arg-type]
             else:
                 spans = _related_spans(src_text, pl.language, kind)
-            hole = pl.start if origin == "document" else None
+            hole = pl.start - w0 if origin == "document" else None
             for a, b, left, right in _matched_spans(src_text, spans, prefix, suffix, hole):
                 body = src_text[a:b]
                 if kind == "block":
@@ -429,12 +446,12 @@ def _after_code(src: Source, code: str, tail: str, before: str, after: str) -> l
     line_before = before + code
     out: list[tuple[str, int, int]] = []
     for anchor in anchors:
-        pos = 0
-        while len(out) < MAX_HITS:
+        pos = scanned = 0
+        while len(out) < MAX_HITS and scanned < MAX_SCAN:
             j = flat.find(anchor, pos)
             if j < 0:
                 break
-            pos = j + 1
+            pos, scanned = j + 1, scanned + 1
             i = bisect.bisect_right(src.starts, j) - 1
             if i < 0 or (anchor == code and src.starts[i] != j):
                 continue
@@ -470,9 +487,9 @@ def _blank_line(src: Source, before: str, after: str, near: set[str]) -> list[tu
         if len(rows) >= MAX_HITS:
             break
         for key, table, shift in ((before[-k:], src.at_start, k), (after[:k], src.at_end, 0)):
-            pos = 0
-            while len(key) == k and len(rows) < MAX_HITS and (j := flat.find(key, pos)) >= 0:
-                pos = j + 1
+            pos = scanned = 0
+            while len(key) == k and len(rows) < MAX_HITS and scanned < MAX_SCAN and (j := flat.find(key, pos)) >= 0:
+                pos, scanned = j + 1, scanned + 1
                 take(table.get(j + shift))
     out = []
     for i in sorted(rows):
