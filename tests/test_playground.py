@@ -51,9 +51,9 @@ STREAMING_SCREENSHOT = SCREENSHOT.with_name("playground-streaming.png")  # the s
 STATIC = ROOT / "edit_engine" / "serve" / "static"
 TIMEOUT = 60.0  # seconds: every wait is bounded by it
 PLACEHOLDER = "\u2591"
+# No line of it continues "return ": the fill is the model's, streamed pass by pass (a copy would be one pass).
 DOC = ("class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n"
-       "        self.items.append(item)\n\n    def pop(self):\n        return \n\n    def __len__(self):\n"
-       "        return len(self.items)\n")
+       "        self.items.append(item)\n\n    def pop(self):\n        return \n")
 CURSOR = DOC.index("return ") + len("return ")
 KEY = "s3cret?>~pl?y>"  # its base64 has '+', '/' and padding: the page must send base64url without padding
 
