@@ -1,24 +1,28 @@
 """Copy proposals: candidates for a span found in the document and the related files, verified by the model.
 
-Code repeats itself: a line, an argument list, an attribute chain often appears elsewhere in the same file or its
-package. For a single-line span (a blank line's statement, the rest of a line, the inside of a call) the
-candidates are the places whose surrounding text best matches the hole's:
+Code repeats itself: a line, a block body, an argument or an attribute chain often appears elsewhere in the
+same file or its package. For a single-line span (a blank line's statement or header, the rest of a line, an
+expression inside one) and for a block body where a body starts, the candidates are the places whose
+surroundings best match the hole's:
 
-- on a blank line: the lines that follow a line equal to the hole's previous code line, or precede one equal to
-  its next code line (blank lines skipped, compared without indentation);
-- after code on the line (``x = foo(|`` or ``self.|``): the lines holding the text before the cursor (its
-  longest tail found: the whole line's code first, then shorter tails from word boundaries), continued to where
-  the text after the cursor starts, with balanced brackets.
+- spans of the text (code lines on a blank line, and 1-4-line block bodies at a body's start, re-indented; else
+  one-line expressions in argument, value, return, subscript and attribute positions, from a tree-sitter query)
+  whose text before ends like the hole's or whose text after starts like it, found by their last/first 32, 16,
+  8 and 4 characters and scored on the whole match (characters in common either side, each up to
+  ``CONTEXT_CHARS``);
+- lines found by their neighbouring lines, or holding the code before the cursor (its longest tail found),
+  compared with blanks collapsed.
 
-Each candidate is scored by its context match: the characters its surroundings share with the hole's (the
-common suffix of the text before, the common prefix of the text after, whitespace runs compared as one blank).
-``verify`` puts the best few into the canvas and asks the model in one batched forward pass: two rows per
-candidate, the even slots masked in one and the odd in the other, so every token (and the pad that ends the
-fill) is predicted with half of its neighbours visible. The best-matching candidate whose context match and
-model score clear ``ACCEPT`` is the answer; otherwise the request is denoised as usual.
+A copy is not proposed where it cannot be meant: a block header on a statement line, a docstring below a body's
+first line, a line repeating its neighbour, or (from another file) a name the document never uses. ``verify``
+puts the best one into the canvas and asks the model in one batched forward pass: two rows, the even slots masked
+in one and the odd in the other, so every token (and the pad that ends the fill) is predicted with half of its
+neighbours visible. It is the answer when its context match and the model's score clear ``ACCEPT``; otherwise the
+request is denoised as usual.
 
-Bounded: at most ``MAX_SOURCE_CHARS`` of related text is searched, each search tail finds at most
-``MAX_HITS`` places, and ``MAX_VERIFY`` candidates reach the model.
+Bounded: the document is searched ``WINDOW_CHARS`` either side of the span, at most ``MAX_SOURCE_CHARS`` of
+related text (whose spans are kept by content), each search key looks at ``MAX_SCAN`` places and keeps
+``MAX_HITS``.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from .. import planner, syntax
 
 KINDS = ("statement", "header", "rest_of_line", "in_line", "in_brackets")  # single-line code spans that take copies
 MAX_SOURCE_CHARS = 1_000_000  # related text searched, in all
-WINDOW_CHARS = 100_000  # the document is searched this far either side of the span
+WINDOW_CHARS = 20_000  # the document is searched this far either side of the span (about 500 lines)
 MAX_SCAN = 4_000  # places a search key is looked at, at most
 MAX_HITS = 64  # places found per search tail
 MAX_VERIFY = 1  # candidates scored by the model (two canvas rows each)
@@ -314,6 +318,44 @@ def _matched_spans(text: str, spans: Spans, before: str, after: str,
 
 
 # ---------------------------------------------------------------------------------------------------- candidates
+class _Found:
+    """The candidates found so far, by text (the best context match of each kept), and the rules a copy must
+    pass to be one."""
+
+    def __init__(self, pl: planner.Plan, head: str, prefix: str, near: set[str], window: str) -> None:
+        self.pl, self.head, self.prefix, self.near, self.window = pl, head, prefix, near, window
+        self.blank = pl.on_blank_line
+        self.common = syntax.load(pl.language).common_words
+        self.words: set[str] | None = None  # the document's words, found when a related copy needs them
+        self.found: dict[str, Candidate] = {}
+
+    def add(self, body: str, left: int, right: int, origin: str) -> None:
+        pl, blank = self.pl, self.blank
+        fill = _fit(body, self.head, pl)
+        if not fill.strip() or len(fill) > MAX_FILL_CHARS or (pl.close and not fill.endswith((pl.close, *_OPEN))):
+            return
+        if pl.kind == "statement" and fill.rstrip().endswith(":"):  # a header needs a deeper line after it
+            return
+        if blank and _DOCSTRING.match(fill.strip()) and not _body_start(self.prefix):  # a docstring opens a body
+            return
+        if blank and fill.strip() in self.near:  # a line repeating its neighbour is rarely meant
+            return
+        if origin == "related":
+            if self.words is None:
+                self.words = set(_WORD.findall(self.window))
+            if not _names_known(fill, self.words, self.common):
+                return
+        old = self.found.get(fill)
+        if old is None:
+            self.found[fill] = Candidate(fill, left, right, 1, origin)
+        else:
+            best = max((old.left + old.right, old.left, old.right), (left + right, left, right))
+            self.found[fill] = Candidate(fill, best[1], best[2], old.count + 1, old.origin)
+
+    def best(self, limit: int) -> list[Candidate]:
+        return sorted(self.found.values(), key=lambda c: -c.score)[:limit]  # ties: the first found (stable sort)
+
+
 def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: int = 8,
                doc: syntax.Document | None = None) -> list[Candidate]:
     """The copy candidates for the span ``pl`` of ``text``, best context match first (none for other spans).
@@ -328,28 +370,11 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
     nl = suffix.find("\n")
     tail = suffix if nl < 0 else suffix[:nl]
     blank = pl.on_blank_line  # a line's code is proposed; otherwise an expression (or the rest of a line)
-    found: dict[str, Candidate] = {}
     rest = suffix[len(tail) :]
     prev_lines = [ln.strip() for ln in prefix[max(0, line_start - 4000) : line_start].split("\n") if ln.strip()]
     next_lines = [ln.strip() for ln in rest[:4000].split("\n") if ln.strip()]
-    near = {HOLE, *prev_lines[-1:], *next_lines[:1]}
-
-    def add(body: str, left: int, right: int, origin: str) -> None:
-        fill = _fit(body, head, pl)
-        if not fill.strip() or len(fill) > MAX_FILL_CHARS or (pl.close and not fill.endswith((pl.close, *_OPEN))):
-            return
-        if pl.kind == "statement" and fill.rstrip().endswith(":"):  # a header needs a deeper line after it
-            return
-        if blank and _DOCSTRING.match(fill.strip()) and not _body_start(prefix):  # a docstring opens a body
-            return
-        if blank and fill.strip() in near:  # a line repeating its neighbour is rarely meant
-            return
-        old = found.get(fill)
-        if old is None:
-            found[fill] = Candidate(fill, left, right, 1, origin)
-        else:
-            best = max((old.left + old.right, old.left, old.right), (left + right, left, right))
-            found[fill] = Candidate(fill, best[1], best[2], old.count + 1, old.origin)
+    found = _Found(pl, head, prefix, {HOLE, *prev_lines[-1:], *next_lines[:1]}, window)
+    add = found.add
 
     # Spans of the text (lines on a blank line, and block bodies at a body's start; else expressions), matched
     # on the raw characters either side.
@@ -385,14 +410,34 @@ def candidates(text: str, pl: planner.Plan, related: Iterable[str] = (), limit: 
     after = " " + _flat(rest)
     for src in sources:
         if blank:
-            hits = _blank_line(src, before, after, near)
+            hits = _blank_line(src, before, after, found.near)
         elif head.strip():
             hits = _after_code(src, head.strip(), tail.strip(), before, after)
         else:
             continue
         for body, left, right in hits:
             add(body, left, right, src.origin)
-    return sorted(found.values(), key=lambda c: -c.score)[:limit]  # ties: the first found (stable sort)
+    return found.best(limit)
+
+
+_STRING = re.compile(r"(\"\"\"|\'\'\'|\"|\')(?:\\.|(?!\1).)*?\1", re.S)
+_NAME = re.compile(r"(?<![.\w])[A-Za-z_]\w*")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_TARGETS = re.compile(r"\s*[A-Za-z_]\w*(\s*,\s*[A-Za-z_]\w*)*\s*(:[^=]*)?=(?!=)")
+
+
+def _names_known(fill: str, words: set[str], common: frozenset[str]) -> bool:
+    """Every name a copy from another file uses (not an attribute, not inside a string) is a word of the
+    document or of the language's common words: ``return x + y`` copied into ``def add(a, b)`` is not. The
+    names an assignment at its start binds may be new."""
+    code = _STRING.sub("", fill)
+    bound = _TARGETS.match(code)
+    if bound:
+        code = code[bound.end() :]
+    for name in set(_NAME.findall(code)):
+        if name not in common and name not in words:
+            return False
+    return True
 
 
 def _span_kinds(pl: planner.Plan, prefix: str) -> list[str]:
