@@ -91,8 +91,7 @@ def plain_pos(text: str, offset: int, encoding: str) -> dict[str, int]:
 
 
 def needs_packaged_model() -> None:
-    if not checkpoint.DEFAULT_DIR.is_dir():
-        pytest.skip(f"no packaged model at {checkpoint.DEFAULT_DIR}")
+    assert checkpoint.DEFAULT_DIR.is_dir(), f"no packaged model at {checkpoint.DEFAULT_DIR}: the package ships it"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

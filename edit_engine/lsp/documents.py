@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from edit_engine import protocol
-from edit_engine.positions import Encoding, code_units, position_to_offset
+from edit_engine.positions import Encoding, code_units, common_prefix, position_to_offset
 
 from .history import EditHistory
 
@@ -129,23 +129,9 @@ _clock = itertools.count()  # orders edits across documents (most recently edite
 
 def _common_ends(a: str, b: str) -> tuple[int, int]:
     """The lengths of the longest common prefix of ``a`` and ``b`` and of the longest common suffix of what
-    follows it (binary search over slices: each comparison is one memcmp)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    prefix = lo
-    lo, hi = 0, min(len(a), len(b)) - prefix
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid:] == b[len(b) - mid:]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return prefix, lo
+    follows it (``positions.common_prefix``: slice comparisons in C)."""
+    prefix = common_prefix(a, b)
+    return prefix, common_prefix(a[prefix:][::-1], b[prefix:][::-1])
 
 
 @dataclass
