@@ -9,9 +9,14 @@ request's record there (nothing is written without it).
 
 Typing is paced at ``--interval-ms`` per keystroke (a simulated typist; 0 = as fast as the client can send);
 ``--wait`` instead waits for each answer before the next keystroke (no cancellations: pure request latency).
+``--debounce-ms`` waits that long after each keystroke before asking, as editors do; the server starts the fill
+on the keystroke (``startOnKeystroke``; ``--no-early`` turns it off), and "keystroke to answer" is what the user
+waits. The final pass of each answer carries the server's stage timings: the table gives their medians over the
+answers that ran the model.
 
     OMP_NUM_THREADS=1 nice -n 19 python benchmarks/editing_session.py --threads 1 --json runs/editing_session.json
     python benchmarks/editing_session.py --threads 1 --wait --max-tokens 32 --json runs/editing_session_wait.json
+    python benchmarks/editing_session.py --threads 2 --wait --debounce-ms 50 --json runs/editing_session_debounce.json
     python benchmarks/editing_session.py --model DIR --snippet "x = 1" --wait --max-tokens 4   # a smoke run
 """
 
@@ -65,6 +70,11 @@ def percentile(xs: list[float], q: float) -> float | None:
     return s[k]
 
 
+def _plain(obj: Any) -> dict[str, float]:
+    """A JSON object as pygls hands it over (a named tuple of its fields) as a dict."""
+    return dict(obj._asdict()) if hasattr(obj, "_asdict") else dict(obj)
+
+
 def position(text: str, offset: int) -> types.Position:
     """UTF-16 position of an offset (the session types ASCII, so characters = code units)."""
     line = text.count("\n", 0, offset)
@@ -75,12 +85,15 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
     client = BaseLanguageClient("editing-session", "0.1")
     first_pass: dict[str, float] = {}
     pass_counts: dict[str, int] = {}
+    finals: dict[str, Any] = {}  # request id -> its final pass's params (stage timings, nfe)
 
     @client.feature("editEngine/pass")
     def on_pass(params: Any) -> None:
         rid = str(params.requestId)
         first_pass.setdefault(rid, time.perf_counter())
         pass_counts[rid] = pass_counts.get(rid, 0) + 1
+        if getattr(params, "final", False):
+            finals[rid] = params
 
     cmd = [sys.executable, "-m", "edit_engine.lsp"]
     if a.threads:
@@ -89,7 +102,7 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
         cmd += ["--log-file", a.log_file]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     await client.start_io(*cmd, env=env)
-    init: dict[str, Any] = {"streamPasses": True}
+    init: dict[str, Any] = {"streamPasses": True, "startOnKeystroke": not a.no_early}
     if a.model:
         init["modelPath"] = a.model
     if a.max_tokens:
@@ -116,6 +129,10 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
 
     async def ask(rid: str, pos: types.Position, sent: float, keystroke: int) -> None:
         rec: dict[str, Any] = {"id": rid, "keystroke": keystroke}
+        typed = sent
+        if a.debounce_ms:  # the editor waits this long after the keystroke before it asks
+            await asyncio.sleep(a.debounce_ms / 1e3)
+            sent = time.perf_counter()
         try:
             result = await client.protocol.send_request_async(
                 "textDocument/inlineCompletion",
@@ -130,9 +147,15 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
             rec["outcome"] = {-32800: "cancelled", -32801: "stale"}.get(e.code, f"error {e.code}")
         done = time.perf_counter()
         rec["latency_ms"] = (done - sent) * 1e3
+        rec["from_keystroke_ms"] = (done - typed) * 1e3
         if rid in first_pass:
             rec["first_pass_ms"] = (first_pass[rid] - sent) * 1e3
         rec["passes"] = pass_counts.get(rid, 0)
+        final = finals.get(rid)
+        if final is not None:
+            rec["nfe"] = getattr(final, "nfe", None)
+            stages = getattr(final, "timings", None)
+            rec["stages"] = _plain(stages) if stages is not None else {}
         records.append(rec)
 
     t_typing = time.perf_counter()
@@ -165,13 +188,31 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
     outcomes: dict[str, int] = {}
     for r in records:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    model_run = [r for r in ok if r.get("nfe")]
+    stages: dict[str, float | None] = {}
+    for key in sorted({k for r in model_run for k in r.get("stages", {})}):
+        stages[key] = percentile([r["stages"].get(key, 0.0) for r in model_run], 50)
     return {
         "model": a.model or "(packaged)", "keystrokes": len(snippet), "interval_ms": a.interval_ms,
         "wait": a.wait, "threads": a.threads, "startup_ms": round(startup_ms, 1), "typing_s": round(typing_s, 2),
         "outcomes": outcomes,
+        "debounce_ms": a.debounce_ms,
         "latency_ms": {"n": len(lat), "p50": percentile(lat, 50), "p95": percentile(lat, 95)},
+        "from_keystroke_ms": {"p50": percentile([r["from_keystroke_ms"] for r in ok], 50),
+                              "p95": percentile([r["from_keystroke_ms"] for r in ok], 95)},
         "first_pass_ms": {"n": len(ttfp), "p50": percentile(ttfp, 50), "p95": percentile(ttfp, 95)},
         "passes_per_answer": {"p50": percentile([float(r["passes"]) for r in ok], 50)},
+        # Answers that ran the model (nfe > 0), apart from those answered without it (typing through a fill, a
+        # copy): their latency, first pass and stage medians (server side, ms).
+        "model_run": {"n": len(model_run),
+                      "latency_ms": {"p50": percentile([r["latency_ms"] for r in model_run], 50),
+                                     "p95": percentile([r["latency_ms"] for r in model_run], 95)},
+                      "first_pass_ms": {"p50": percentile([r["first_pass_ms"] for r in model_run
+                                                           if "first_pass_ms" in r], 50),
+                                        "p95": percentile([r["first_pass_ms"] for r in model_run
+                                                           if "first_pass_ms" in r], 95)},
+                      "nfe": {"p50": percentile([float(r["nfe"]) for r in model_run], 50)},
+                      "stages_p50_ms": stages},
         "requests": sorted(records, key=lambda r: r["keystroke"]),
     }
 
@@ -180,17 +221,24 @@ def table(r: dict[str, Any]) -> str:
     def f(v: float | None) -> str:
         return "-" if v is None else f"{v:8.1f}"
 
+    keystroke = {"n": r["latency_ms"]["n"], **r["from_keystroke_ms"]}
     rows = [
         ("request latency (answered)", r["latency_ms"]),
+        ("keystroke to answer", keystroke),
         ("time to first pass", r["first_pass_ms"]),
     ]
     out = [f"model {r['model']}  keystrokes {r['keystrokes']}  interval {r['interval_ms']} ms  wait {r['wait']}  "
-           f"threads {r['threads']}  startup {r['startup_ms']:.0f} ms",
+           f"threads {r['threads']}  debounce {r['debounce_ms']} ms  startup {r['startup_ms']:.0f} ms",
            "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items())),
            f"{'':28} {'n':>5} {'p50 ms':>8} {'p95 ms':>8}"]
     for name, s in rows:
         out.append(f"{name:28} {s['n']:5d} {f(s['p50'])} {f(s['p95'])}")
     out.append(f"passes per answer, p50: {f(r['passes_per_answer']['p50']).strip()}")
+    m = r["model_run"]
+    out.append(f"{'model-run answers (nfe > 0)':28} {m['n']:5d} {f(m['latency_ms']['p50'])} {f(m['latency_ms']['p95'])}")
+    out.append(f"{'  their first pass':28} {m['n']:5d} {f(m['first_pass_ms']['p50'])} {f(m['first_pass_ms']['p95'])}")
+    out.append(f"  their forward passes p50 {f(m['nfe']['p50']).strip()}; stage medians (ms): "
+               + ", ".join(f"{k} {v:.1f}" for k, v in m["stages_p50_ms"].items() if v is not None))
     return "\n".join(out)
 
 
@@ -201,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval-ms", type=float, default=100.0, help="time between keystrokes")
     p.add_argument("--wait", action="store_true", help="wait for each answer before the next keystroke")
     p.add_argument("--max-tokens", type=int, help="maxTokens setting for the server")
+    p.add_argument("--debounce-ms", type=float, default=0.0,
+                   help="wait this long after each keystroke before asking, as editors do (the server may start "
+                        "on the keystroke: startOnKeystroke); 'keystroke to answer' counts from the keystroke")
+    p.add_argument("--no-early", action="store_true", help="startOnKeystroke off in the server")
     p.add_argument("--snippet", help="text to type (\\n for newlines; default: a small function)")
     p.add_argument("--log-file", help="server log file")
     p.add_argument("--json", "--out", dest="json", metavar="PATH",

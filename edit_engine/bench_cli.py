@@ -2,7 +2,7 @@
 
     edit-engine bench --threads 1                  # full grid: under 8 minutes on a 2-core CPU
     edit-engine bench --quick --json               # under a minute
-    edit-engine bench --ar-model DIR               # add the autoregressive baseline's rows
+    edit-engine bench --ar-model DIR               # another autoregressive baseline (default: the packaged one)
     edit-engine bench --device cuda
 
 Rows (one per sampler, context size and span), all from one process, on the same inputs, interleaved, after a
@@ -13,8 +13,8 @@ warm-up (docs/bench.md explains each):
 - ``nocache``: the fast sampler's commit policy (``sampler.denoise``), but every pass recomputes the whole
   sequence instead of attending to cached context keys;
 - ``fast``: the default engine path (``Engine.infill``): context encoded once, passes over the canvas only;
-- ``ar``: the autoregressive baseline (``--ar-model``) through the same engine call: one token per pass with a
-  key/value cache.
+- ``ar``: the autoregressive baseline (the packaged one, or ``--ar-model``) through the same engine call: one
+  token per pass with a key/value cache.
 
 The span is forced to ``span_tokens``: a fixed canvas (``initial_canvas = max_tokens = span``) in which pads
 are forbidden (``min_tokens = span``; for ``ar``, eos is), so every sampler generates exactly that many
@@ -100,7 +100,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--json", action="store_true", help="print one JSON object (last line of stdout)")
     p.add_argument("--quick", action="store_true", help="small grid: about a minute on a 2-core CPU")
     p.add_argument("--model", help="diffusion checkpoint directory (default: the packaged model)")
-    p.add_argument("--ar-model", help="autoregressive baseline checkpoint (objective 'ar'); its rows need it")
+    p.add_argument("--ar-model", help="autoregressive baseline checkpoint (objective 'ar'; default: the packaged "
+                                      "one, the same network and data as the packaged model)")
+    p.add_argument("--no-ar", action="store_true", help="skip the autoregressive baseline's rows")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     add_dtype_arg(p)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
@@ -116,6 +118,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--reps", type=int, help=argparse.SUPPRESS)
     p.add_argument("--line-chars", type=int, help=argparse.SUPPRESS)
     p.add_argument("--keystroke-context", type=int, help=argparse.SUPPRESS)
+
+
+# The autoregressive baseline shipped beside the packaged model (its MODEL.md says how it was trained): the rows
+# ``ar`` of a bench of the packaged model use it unless told otherwise.
+AR_BASELINE = Path(__file__).resolve().parent / "models" / "ar-baseline"
 
 
 def _ints(s: str) -> tuple[int, ...]:
@@ -141,7 +148,9 @@ def _bench(a: argparse.Namespace) -> int:
     spec = BenchSpec(**{**asdict(spec), **over})
     try:
         engine = Engine.load(a.model, device=a.device, dtype=a.dtype)
-        ar_engine = Engine.load(a.ar_model, device=a.device, dtype=a.dtype) if a.ar_model else None
+        ar_path = None if a.no_ar else a.ar_model or (AR_BASELINE if a.model is None and AR_BASELINE.is_dir()
+                                                      else None)
+        ar_engine = Engine.load(ar_path, device=a.device, dtype=a.dtype) if ar_path else None
     except CheckpointError as e:
         raise UserError(str(e)) from e
     if engine.is_ar:
@@ -182,9 +191,9 @@ def _require_plots() -> None:
 
 def _command_line(a: argparse.Namespace) -> str:
     parts = ["edit-engine", "bench"]
-    for flag in ("json", "quick", "compile"):
+    for flag in ("json", "quick", "compile", "no_ar"):
         if getattr(a, flag, False):
-            parts.append(f"--{flag}")
+            parts.append(f"--{flag.replace('_', '-')}")
     for flag in ("model", "ar_model", "device", "dtype", "threads", "seed", "spans", "contexts", "reps", "line_chars",
                  "keystroke_context"):
         v = getattr(a, flag)
@@ -328,15 +337,33 @@ def run_bench(engine: Engine, ar_engine: Engine | None, spec: BenchSpec,
         notes.append(f"rows stop repeating after {spec.row_budget_s:g} s of runs (one at least; see reps)")
     log("keystroke scenario")
     keystroke = _keystroke(engine, spec, grid.texts)
+    log("pass against the floors")
     return {
         "rows": [asdict(r) for r in sorted(rows, key=lambda r: (r.context_tokens, r.span_tokens,
                                                                   SAMPLERS.index(r.sampler)))],
         "keystroke": keystroke,
+        "pass": _pass_floor(engine, grid.texts, spec),
         "machine": _machine(dev),
         "spec": asdict(spec),
         "notes": notes,
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
+
+
+def _pass_floor(engine: Engine, texts: list[str], spec: BenchSpec) -> dict[str, Any] | None:
+    """``pass_floor.pass_rows`` at the context the model serves (its ``max_prefix`` / ``max_suffix``), cut from
+    the first input file; None for a model that is not ours."""
+    from . import pass_floor
+    from .model import DiffusionLM
+
+    model, tok = engine.model, engine.tokenizer
+    if not isinstance(model, DiffusionLM):
+        return None
+    ids = tok.encode(texts[0])
+    cut = min(len(ids) // 2, model.cfg.max_prefix)
+    sizes = (16,) if spec == QUICK else pass_floor.SIZES
+    return pass_floor.pass_rows(model, ids[:cut][-model.cfg.max_prefix :], ids[cut:][: model.cfg.max_suffix],
+                                tok.mask_id, reps=5 if spec == QUICK else 20, sizes=sizes)
 
 
 _Key = tuple[str, int, int]  # (sampler, context size asked for, span)
@@ -370,7 +397,7 @@ def _grid(engine: Engine, ar_engine: Engine | None, spec: BenchSpec, notes: list
         ar_plain = Engine(ar_engine.model, ar_engine.tokenizer, ar_engine.sampler, ar_engine.path,
                           context_cache=ContextCacheConfig(budget_bytes=0))
     else:
-        notes.append("ar rows skipped: no --ar-model given")
+        notes.append("ar rows skipped: no autoregressive baseline (--no-ar, or no --ar-model for this model)")
     samplers = [s for s in SAMPLERS if s != "ar" or ar_plain is not None]
     max_span = min([mc.max_canvas] + ([ar_plain.model.cfg.max_canvas] if ar_plain is not None else []))
     spans = sorted({min(s, max_span) for s in spec.spans})
@@ -610,6 +637,11 @@ def table(result: dict[str, Any]) -> str:
     lines.append(f"  cache: {c['hits']} hits, {c['partial']} partial, {c['misses']} misses; tokens reused "
                  f"{c['tokens_reused']}, encoded {c['tokens_encoded']}; identical fills "
                  f"{k['identical_fills']}/{k['keystrokes']}")
+    if result.get("pass"):
+        from .pass_floor import table as pass_table
+
+        lines.append("")
+        lines.extend(pass_table(result["pass"]))
     m = result["machine"]
     lines.append(f"machine: {m['cpu']}, {m['threads']} threads, torch {m['torch']}, {m['device']}"
                  + (f" ({m['gpu']})" if "gpu" in m else ""))

@@ -24,22 +24,23 @@ def is_loopback(host: str) -> bool:
 
 
 def dtype_arg(text: str) -> str:
-    """``--dtype NAME``: a serving dtype's name, checked by ``dtypes.parse_dtype`` (a usage error)."""
-    from .dtypes import parse_dtype
+    """``--dtype NAME``: a serving dtype's name or ``auto``, checked by ``dtypes.check_dtype_name`` (a usage
+    error)."""
+    from .dtypes import check_dtype_name
 
     try:
-        parse_dtype(text, "--dtype")
+        return check_dtype_name(text, "--dtype")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    return text.strip().lower()
 
 
 def add_dtype_arg(p: argparse.ArgumentParser) -> None:
     """``--dtype``, shared by the commands that load a model to serve it (infill, eval, bench, lsp)."""
     p.add_argument("--dtype", type=dtype_arg, metavar="NAME",
-                   help="what the model computes in: float32, bfloat16 or int8 (bf16: faster on CPUs with avx512_bf16 "
-                   "or AMX, slower without them; int8: CPUs with VNNI or AMX only, declined with a warning "
-                   "elsewhere; either can change a fill; default: EDIT_ENGINE_DTYPE, else float32)")
+                   help="what the model computes in: auto, float32, bfloat16 or int8 (auto: bf16 on a GPU and on CPUs "
+                   "with avx512_bf16 or AMX, float32 elsewhere; bf16 is slower without them; int8: CPUs with VNNI "
+                   "or AMX only, declined with a warning elsewhere; bf16 and int8 can change a fill; default: "
+                   "EDIT_ENGINE_DTYPE, else auto for edit-engine models, the open model's own otherwise)")
 
 
 def _setting_type(name: str) -> Callable[[str], Any]:

@@ -61,6 +61,9 @@ class CanvasModel(Protocol):
     def canvas_logits(self, canvas: torch.Tensor, cache: Any) -> torch.Tensor: ...
 
     def canvas_hidden(self, canvas: torch.Tensor, cache: Any) -> torch.Tensor: ...
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """Hidden states (..., D) -> logits (..., V): ``canvas_logits`` is ``head(canvas_hidden(...))``."""
+        ...
 
 
 class CheckpointError(RuntimeError):

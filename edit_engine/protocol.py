@@ -45,10 +45,14 @@ def pass_params(
     version: int | None = None,
     range_: dict[str, Any] | None = None,
     preview: str = "",
+    timings: dict[str, float] | None = None,
+    nfe: int | None = None,
 ) -> dict[str, Any]:
     """Params of an ``editEngine/pass`` notification. ``text`` replaces the whole range (a snapshot);
     ``preview``, sent while slots of the canvas are masked, is the same span with ``\u2591`` where each sits
-    (for showing the pass; never to insert)."""
+    (for showing the pass; never to insert). ``timings``, on the final pass: milliseconds per stage (the
+    engine's, then ``server``: the request so far, and ``json``: writing its earlier notifications) and ``nfe``,
+    the forward passes it took (0: answered without the model)."""
     out: dict[str, Any] = {"requestId": request_id, "passIndex": pass_index, "final": final, "text": text,
                            "masked": masked}
     if preview:
@@ -59,6 +63,10 @@ def pass_params(
         out["version"] = version
     if range_ is not None:
         out["range"] = range_
+    if timings is not None:
+        out["timings"] = {k: round(v, 2) for k, v in timings.items()}
+    if nfe is not None:
+        out["nfe"] = nfe
     return out
 
 

@@ -430,9 +430,16 @@ class DenoiseState:
         vocabulary the fused kernel never writes the canvas logits (kernels/head.py)."""
         cfg = self.cfg
         ban = _pad_banned(self.canvas, self.masked, self.pad_id, cfg, self.length_ban)
+        rows = masked_rows(h, self.masked)
         with torch.no_grad():  # the head's weight is a parameter: no graph, and the Triton path on a GPU
-            idx, sc = kernels.head_token_stats(h, head_weight, kernels.HeadBans(self.mask_id, self.pad_id, ban,
-                                                                                self.bias))
+            if rows is None:
+                idx, sc = kernels.head_token_stats(h, head_weight, kernels.HeadBans(self.mask_id, self.pad_id,
+                                                                                    ban, self.bias))
+            else:  # the masked slots only (``pass_logits``); a committed slot scores 0 and is never read
+                part_idx, part_sc = kernels.head_token_stats(h[:, rows], head_weight, kernels.HeadBans(
+                    self.mask_id, self.pad_id, ban[:, rows], self.bias))
+                idx = torch.zeros_like(self.canvas).index_copy_(1, rows, part_idx)
+                sc = torch.zeros(self.canvas.shape, dtype=part_sc.dtype).index_copy_(1, rows, part_sc)
         kernels.commit_from_stats(idx, sc, self.canvas, self.masked,
                                   kernels.CommitRule(cfg.threshold, self.floor, cfg.max_commit, cfg.spread))
         _propagate_pads(self.canvas, self.masked, self.pad_id)
@@ -478,6 +485,30 @@ class DenoiseState:
         return step
 
 
+def masked_rows(h: torch.Tensor, masked: torch.Tensor) -> torch.Tensor | None:
+    """The canvas slots whose head output a pass needs, (n,) int64, where computing only those pays: one CPU row
+    with some slot already committed (a committed slot's logits are never read: ``commit_mask_ref`` scores it -1).
+    None = every slot (a GPU, where finding them would wait on the device, or a batch)."""
+    if h.device.type != "cpu" or masked.shape[0] != 1:
+        return None
+    rows = masked[0].nonzero().squeeze(1)
+    return rows if 0 < rows.numel() < masked.shape[1] else None
+
+
+@torch.no_grad()
+def pass_logits(model: CanvasModel, canvas: torch.Tensor, masked: torch.Tensor, cache: Any) -> torch.Tensor:
+    """One pass's logits (B, C, V). On one CPU row the head, a third of a small model's weights, runs on the
+    masked slots only (``masked_rows``); the committed slots' rows are left 0."""
+    h = model.canvas_hidden(canvas, cache)
+    rows = masked_rows(h, masked)
+    if rows is None:
+        return model.head(h)
+    part = model.head(h[:, rows])  # (1, n, V)
+    out = part.new_zeros(1, h.shape[1], part.shape[-1])
+    out[:, rows] = part
+    return out
+
+
 def denoise(
     model: CanvasModel,
     cache: ContextCache,
@@ -507,7 +538,7 @@ def denoise(
         if should_stop is not None and should_stop():
             return
         if st.wants_logits(model):
-            st.step(model.canvas_logits(st.canvas, cache))  # (B, C, V)
+            st.step(pass_logits(model, st.canvas, st.masked, cache))  # (B, C, V)
         else:  # (token, score) straight from the hidden states and the tied head
             head = model.tied_head
             assert head is not None

@@ -71,6 +71,13 @@ def test_bench_json_shape(capsys: pytest.CaptureFixture[str], tiny_checkpoint: P
     assert 0 <= k["typed_through"]["cached"] < n
     assert {"cpu", "threads", "torch", "device"} <= set(r["machine"]) and r["machine"]["threads"] == 1
     assert r["command"].startswith("edit-engine bench --json") and "--ar-model" in r["command"]
+    p = r["pass"]  # the pass against this machine's floors, one row per canvas size
+    assert p["gemm_gflops"] > 0 and p["dtype"] == "float32"
+    assert [row["canvas"] for row in p["rows"]] == [8, 16, 32, 64]
+    for row in p["rows"]:
+        assert row["pass_ms"] > 0 and row["overhead_floor_ms"] > 0 and row["gflop"] > 0
+        want = row["pass_ms"] / (row["arithmetic_floor_ms"] + row["overhead_floor_ms"])
+        assert row["ratio"] == pytest.approx(want, rel=0.05, abs=0.02)
 
 
 def test_bench_without_ar_model_skips_its_rows(capsys: pytest.CaptureFixture[str],
@@ -79,6 +86,34 @@ def test_bench_without_ar_model_skips_its_rows(capsys: pytest.CaptureFixture[str
              "--line-chars", "2", "--keystroke-context", "160", "--threads", "1")
     assert {row["sampler"] for row in r["rows"]} == {"naive", "nocache", "fast"}
     assert any("--ar-model" in n for n in r["notes"])
+
+
+def test_the_packaged_models_bench_has_the_packaged_ar_baseline_unless_told_not_to(
+        monkeypatch: pytest.MonkeyPatch, tiny_checkpoint: Path, tiny_ar_checkpoint: Path) -> None:
+    """Without ``--model``, the AR rows use the packaged baseline (here a stand-in folder); ``--no-ar`` skips them,
+    and a model of one's own gets no baseline it was not trained beside."""
+    from edit_engine.engine import Engine
+
+    real = Engine.load
+    loaded: list[object] = []
+
+    def load(path: object = None, **kw: object) -> Engine:
+        loaded.append(path)
+        return real(tiny_checkpoint if path is None else path, **kw)  # type: ignore[arg-type]
+
+    def stop(engine: Engine, ar: Engine | None, spec: object, progress: object = None) -> None:
+        raise SystemExit(0 if ar is None else 7)  # the run itself is tested above
+
+    monkeypatch.setattr(bench_cli, "AR_BASELINE", tiny_ar_checkpoint)
+    monkeypatch.setattr(Engine, "load", staticmethod(load))
+    monkeypatch.setattr(bench_cli, "run_bench", stop)
+    for argv, want_ar in ((["bench"], True), (["bench", "--no-ar"], False),
+                          (["bench", "--model", str(tiny_checkpoint)], False)):
+        loaded.clear()
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert (e.value.code == 7) == want_ar, argv
+        assert (tiny_ar_checkpoint in loaded) == want_ar
 
 
 def test_bench_rejects_a_diffusion_model_as_ar(capsys: pytest.CaptureFixture[str],

@@ -33,7 +33,7 @@ def test_every_benchmark_is_documented() -> None:
     readme = (BENCHMARKS / "README.md").read_text()
     files = sorted(p for p in BENCHMARKS.iterdir() if p.suffix in (".py", ".sh"))
     assert [p.name for p in files] == ["algorithm_corpus.sh", "bench_batching.py", "editing_session.py",
-                                       "gpu_bench.sh", "gpu_train.sh", "load_ray.py", "load_ws.py", "pair_runs.py",
+                                       "gpu_bench.sh", "gpu_pass.py", "gpu_train.sh", "load_ray.py", "load_ws.py", "pair_runs.py",
                                        "real_code_set.py", "release_edits.py", "soak.py", "sweep_commit.py"]
     for p in files:
         assert f"benchmarks/{p.name}" in p.read_text(), f"{p.name} does not show its command"
@@ -191,3 +191,16 @@ def test_editing_session_smoke(tiny_checkpoint: Path, tmp_path: Path) -> None:
     assert res["keystrokes"] == 5 and res["outcomes"] == {"ok": 5} and res["latency_ms"]["n"] == 5
     assert [r["keystroke"] for r in res["requests"]] == list(range(5))
     assert "request latency (answered)" in stdout
+
+
+def test_gpu_pass_cpu_check(tmp_path: Path) -> None:
+    """The GPU script's CPU check: every row measured (no graphs on a CPU), the launch floor below the pass."""
+    out = tmp_path / "gpu_pass.json"
+    stdout = ok(bench("gpu_pass.py", "--device", "cpu", "--quick", "--json", str(out), timeout=300))
+    res = json.loads(out.read_text())
+    assert [r["canvas"] for r in res["packaged"]["passes"]] == [16, 64]
+    assert all("graph_ms" not in r for r in res["packaged"]["passes"])
+    assert res["launch_floor"][0]["eager_ms"] < res["packaged"]["passes"][-1]["eager_ms"]
+    s = res["sampler_eager"]
+    assert s["span"] == 64 and s["passes"] >= 1 and s["tokens"] == 64 and s["tokens_per_s"] > 0
+    assert res["open_dcoder_shaped"]["tokens_per_s"] > 0 and "Mercury Coder Mini" in stdout

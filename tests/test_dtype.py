@@ -30,6 +30,8 @@ def test_unknown_name_says_what_is_accepted() -> None:
 def test_asked_beats_environment_beats_float32(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DTYPE_ENV, raising=False)
     assert serving_dtype(None) is torch.float32
+    monkeypatch.setenv(DTYPE_ENV, "AUTO")
+    assert serving_dtype(None, device="cuda") is torch.bfloat16
     monkeypatch.setenv(DTYPE_ENV, "bf16")
     assert serving_dtype(None) is torch.bfloat16
     assert serving_dtype("float32") is torch.float32 and serving_dtype(torch.float32) is torch.float32
@@ -144,3 +146,37 @@ def test_int8_declines_on_a_cpu_without_an_int8_unit(tiny_checkpoint: Path, monk
     monkeypatch.setattr(int8, "cpu_int8_units", lambda: ("avx512_vnni",))
     if int8.weight_qmax():
         assert Engine.load(tiny_checkpoint, dtype="int8").dtype == "int8"
+
+
+def test_auto_picks_native_bf16_and_float32_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto``: bf16 on a GPU and on a CPU with avx512_bf16 or AMX; float32 on one without (never int8)."""
+    from edit_engine import dtypes
+
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    monkeypatch.setattr(dtypes, "cpu_flags", lambda: frozenset({"avx2", "avx512_vnni"}))
+    assert serving_dtype("auto") is torch.float32 and serving_dtype(None, "auto") is torch.float32
+    assert serving_dtype("auto", device="cuda") is torch.bfloat16
+    monkeypatch.setattr(dtypes, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+    assert serving_dtype(" Auto ") is torch.bfloat16 and serving_dtype("float32") is torch.float32
+    assert dtypes.is_auto(None) and dtypes.is_auto("auto") and not dtypes.is_auto("fp32")
+    with pytest.raises(ValueError, match="or auto"):
+        dtypes.check_dtype_name("fast")
+
+
+@pytest.mark.parametrize("need, served", [(0.9, torch.bfloat16), (1.01, torch.float32)])
+def test_auto_serves_its_choice_only_after_the_probe_agrees(monkeypatch: pytest.MonkeyPatch, need: float,
+                                                            served: torch.dtype,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """The packaged model under ``auto`` on a (pretended) bf16 CPU: bf16 agrees with float32 on the probe and is
+    served; with an agreement no model reaches, float32 is served with a warning that says why."""
+    from edit_engine import checkpoint, dtypes
+
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    monkeypatch.setattr(dtypes, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    monkeypatch.setattr(checkpoint, "AUTO_AGREEMENT", need)
+    with caplog.at_level("INFO", logger="edit_engine"):
+        ck = checkpoint.load()
+    assert ck.model.embed.weight.dtype is served
+    assert "agrees with float32 on" in caplog.text
+    assert ("serving float32" in caplog.text) == (served is torch.float32)
+    assert checkpoint.load(dtype="float32").model.embed.weight.dtype is torch.float32  # asked: no probe

@@ -368,6 +368,43 @@ async def test_inline_completion_for_a_document_that_changed_is_stale(slow: Sess
     assert info.value.code == -32801
 
 
+async def test_a_keystroke_starts_the_fill_that_the_next_request_takes(slow: Session) -> None:
+    """Once the client has asked a document for inline completions, a keystroke starts the fill at the new cursor:
+    the request that follows (an editor asks after its debounce) takes it, so its one pass notification is the
+    final one, with ``waited``. With ``startOnKeystroke`` off, the request runs its own fill."""
+    uri = "file:///early.py"
+    slow.open(uri, DOC)
+
+    def ask(text: str, cursor: int) -> Any:
+        rid = slow.next_id()
+        return rid, slow.request("textDocument/inlineCompletion", types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=pos(text, cursor),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)), rid)
+
+    rid, req = ask(DOC, CURSOR)
+    first = await req  # the client asks this document: keystrokes now start fills
+    text, version = DOC, 1
+    for on in (True, False):
+        if not on:
+            slow.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+                settings={"editEngine": {"startOnKeystroke": False}}))
+        cursor = CURSOR + version - 1
+        version += 1
+        slow.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(pos(text, cursor), pos(text, cursor)), text="a")]))
+        text = text[:cursor] + "a" + text[cursor:]
+        rid, req = ask(text, cursor + 1)
+        answer = await req
+        streamed = slow.passes[rid]
+        assert streamed[-1]["final"] and streamed[-1]["text"] == (answer.items[0].insert_text if answer.items else "")
+        assert ("waited" in streamed[-1]["timings"]) == on
+        if on:
+            assert len(streamed) == 1
+    assert first.items is not None
+
+
 # ---------------------------------------------------------------------------------------------- settings
 async def test_settings_from_initialization_options_and_configuration(tmp_path: Path, tiny_checkpoint: Path,
                                                                       tiny: Engine) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +71,8 @@ class Engine:
              sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None,
              dtype: torch.dtype | str | None = None, analysis: bool = False, analysis_ms: float = 10.0) -> Engine:
         """Load a checkpoint directory (default: the model packaged with edit-engine). ``dtype`` (a dtype or its
-        name, ``dtypes.DTYPES``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else the checkpoint
-        family's (float32 for ours, bf16 for open models on CUDA). ``analysis``: the novel-name penalty spares
+        name, ``dtypes.DTYPES``, or ``auto``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else the
+        checkpoint family's (``auto`` for ours: ``dtypes.auto_dtype``; bf16 for open models on CUDA). ``analysis``: the novel-name penalty spares
         the names jedi knows at the cursor (``engine/analysis.py``, Python), waiting ``analysis_ms`` per fill."""
         if threads:
             torch.set_num_threads(threads)
@@ -234,9 +234,9 @@ class Engine:
         ones. ``repair`` re-masks what a fill broke in the parse and runs more passes (streamed too). ``uri`` keeps
         the document's syntax tree between requests. ``related``: other files' text, searched for copies.
         """
-        for p, _ in self._document(text, offset, language, selection, max_tokens, seed, should_stop, overrides,
-                                   mode, repair, uri, related):
-            yield p
+        for p, (_, t) in self._document(text, offset, language, selection, max_tokens, seed, should_stop,
+                                        overrides, mode, repair, uri, related):
+            yield replace(p, timings=t) if p.final else p
 
     def complete(self, text: str, offset: int, language: str = "python",
                  selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,

@@ -69,6 +69,8 @@ class Pass:
     preview: str = ""
     source: str = "model"  # on the final pass: who wrote the fill (``Completion.source``)
     reason: str = ""  # on the final pass of no fill: why (``Completion.reason``)
+    # On the final pass of a document request: milliseconds per stage (``Completion.timings``), else empty.
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

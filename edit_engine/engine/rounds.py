@@ -132,14 +132,14 @@ def rounds(rt: Runtime, dp: DocumentPlan, cache: Any, init: torch.Tensor | None,
         fill = preview = ""
         for step in denoise(rt.model, cache, dp.cfg, tok.pad_id, tok.mask_id, seed, should_stop, init,
                             line_end=rt.tables.line_end_for(dp.cfg), first=dp.first, bias=dp.bias):
-            if last is not None:  # hold each pass back one step: only the very last one is final
-                if stream:
-                    yield Pass(st.index, fill, last.masked, False, st.nfe + last.nfe, pl.start, pl.end,
-                               preview=preview)
-                st.index += 1
             last = step
             if stream:
                 fill, preview = dp.finish(_text(tok, step)), _preview(tok, dp, step)
+            if not step.final:  # streamed at once; a round's last step waits for its check (repair may follow)
+                if stream:
+                    yield Pass(st.index, fill, step.masked, False, st.nfe + step.nfe, pl.start, pl.end,
+                               preview=preview)
+                st.index += 1
         if last is None or not last.final:  # cancelled
             return
         if not stream:

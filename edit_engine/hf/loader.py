@@ -181,13 +181,13 @@ def _layer(w: _Weights, arch: ArchConfig, i: int, dtype: torch.dtype, dev: torch
 def serving_dtype(device: torch.device | str, dtype: torch.dtype | str | None) -> torch.dtype:
     """What an open model computes in: the dtype asked for; else ``EDIT_ENGINE_HF_DTYPE``, else
     ``EDIT_ENGINE_DTYPE``; else bf16 on CUDA (a 7B model in float32 does not fit a 24 GB GPU) and float32 on CPU."""
-    from ..dtypes import parse_dtype
+    from ..dtypes import check_dtype_name
     from ..dtypes import serving_dtype as asked_dtype
 
     env = os.environ.get("EDIT_ENGINE_HF_DTYPE", "")
     if dtype is None and env.strip():
-        return parse_dtype(env, "EDIT_ENGINE_HF_DTYPE")
-    return asked_dtype(dtype, torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32)
+        return asked_dtype(check_dtype_name(env, "EDIT_ENGINE_HF_DTYPE"), device=device)
+    return asked_dtype(dtype, torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32, device)
 
 
 def load_model(path: str | Path, device: torch.device | str = "cpu", dtype: torch.dtype | str | None = None,

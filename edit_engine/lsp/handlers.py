@@ -30,13 +30,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import (
     FeatureRequestError,
     JsonRpcContentModified,
+    JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
     JsonRpcServerError,
@@ -79,6 +80,16 @@ class Fill:
     nfe: int
     elapsed_ms: float
     stop_reason: str
+    timings: dict[str, float] = field(default_factory=dict)  # the final pass's (``Pass.timings``)
+
+
+@dataclass
+class Early:
+    """A fill started on a keystroke (``start_early``) for the document's ``version`` at ``offset``."""
+
+    version: int
+    offset: int
+    task: asyncio.Task[Fill | None]
 
 
 class EditEngineServer(LanguageServer):
@@ -96,6 +107,8 @@ class EditEngineServer(LanguageServer):
         self.workspace_files = Workspace()  # files beside the open documents, sent as related code
         self.inflight: dict[str, asyncio.Task[Any]] = {}  # fills (inline completion, completion, infill)
         self.inflight_edits: dict[str, asyncio.Task[Any]] = {}  # next-edit requests
+        self.early: dict[str, Early] = {}  # fills started on a keystroke, by document (``start_early``)
+        self.asks_inline: set[str] = set()  # documents the client has asked for an inline completion
         self.model_jobs = 0  # calls queued or running on the model thread
         self._jobs_lock = threading.Lock()
         self.too_large: set[str] = set()  # documents over the limit that the user has been told about
@@ -255,6 +268,47 @@ def did_change(ls: EditEngineServer, params: types.DidChangeTextDocumentParams) 
     doc.version = params.text_document.version
     ls.check_size(doc)
     # Requests in flight for this document notice the new version after their current pass.
+    cursor = _typed_cursor(ls, doc, params.content_changes)
+    if cursor is not None:
+        start_early(ls, doc, cursor)
+
+
+def _typed_cursor(ls: EditEngineServer, doc: Document, changes: Any) -> int | None:
+    """Where the cursor stands after a keystroke: one incremental change inserting at most ``EARLY_MAX_CHARS``
+    characters (or deleting); None for anything else (a paste, a whole-text change, several changes)."""
+    if len(changes) != 1:
+        return None
+    change = changes[0]
+    rng = getattr(change, "range", None)
+    text = str(change.text)
+    if rng is None or len(text) > EARLY_MAX_CHARS:
+        return None
+    try:
+        return ls.offset(doc, rng.start) + len(text)  # the text before the change's start did not change
+    except JsonRpcException:
+        return None
+
+
+EARLY_MAX_CHARS = 64  # a change inserting more than this is a paste or a completion, not typing
+
+
+def start_early(ls: EditEngineServer, doc: Document, offset: int) -> None:
+    """Start the fill at ``offset`` now, on the keystroke, when the setting allows it, the model is loaded and the
+    client asks this document for inline completions: the inline completion request that follows (after the
+    editor's debounce) takes its result (``inline_completion``). The document's fill in flight ends by itself
+    after its current pass (its version is stale: a request is answered -32801); this one streams nothing (it has
+    no request id) and an error ends it quietly."""
+    if not ls.settings.start_on_keystroke or ls.loaded_engine is None or doc.uri not in ls.asks_inline \
+            or _too_large(doc):
+        return
+    ls.early[doc.uri] = Early(doc.version, offset, asyncio.ensure_future(_early_fill(ls, doc, offset)))
+
+
+async def _early_fill(ls: EditEngineServer, doc: Document, offset: int) -> Fill | None:
+    try:
+        return await _fill(ls, doc, offset, request_id=None, supersede=False)
+    except (JsonRpcException, ValueError, RuntimeError):  # stale or refused: the request will say so itself
+        return None
 
 
 def did_close(ls: EditEngineServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -266,6 +320,10 @@ def did_close(ls: EditEngineServer, params: types.DidCloseTextDocumentParams) ->
         task = table.pop(params.text_document.uri, None)
         if task is not None:
             task.cancel()
+    early = ls.early.pop(params.text_document.uri, None)
+    if early is not None:
+        early.task.cancel()
+    ls.asks_inline.discard(params.text_document.uri)
 
 
 # ---------------------------------------------------------------------------------------------- settings
@@ -302,15 +360,21 @@ def _too_large(doc: Document) -> bool:
     return len(doc.text) > protocol.MAX_DOCUMENT_CHARS
 
 
+_REQUEST = object()  # ``_fill``'s default request id: the request being handled
+
+
 async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tuple[int, int] | None = None,
-                max_tokens: int | None = None) -> Fill:
-    """Run the model at ``offset`` (or over ``selection``) of ``doc``; stream passes if the client asked."""
+                max_tokens: int | None = None, request_id: Any = _REQUEST, supersede: bool = True) -> Fill:
+    """Run the model at ``offset`` (or over ``selection``) of ``doc``; stream passes if the client asked (and the
+    fill belongs to a request: ``request_id`` None streams nothing). ``supersede``: cancel the document's fill in
+    flight; without it, that fill ends by itself after its current pass, as the document changed under it."""
     t0 = time.perf_counter()
     if _too_large(doc):
         raise JsonRpcServerError(f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
                                  f"{protocol.MAX_DOCUMENT_CHARS:,}", protocol.SERVER_OVERLOADED)
-    request_id = ls.protocol.msg_id
-    task = _supersede(ls.inflight, doc.uri)
+    if request_id is _REQUEST:
+        request_id = ls.protocol.msg_id
+    task = _supersede(ls.inflight, doc.uri, cancel=supersede)
     version, text = doc.version, doc.text
     related = related_texts(ls, doc)
     settings = ls.settings
@@ -324,6 +388,7 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
                                      related=related or None, **settings.overrides())
         last: Pass | None = None
         rng: types.Range | None = None
+        json_ms = 0.0  # writing this request's pass notifications
         while True:
             try:
                 # If the request is cancelled while its pass is still queued behind another's, it never runs.
@@ -337,18 +402,25 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
             if rng is None:
                 rng = ls.lsp_range(doc, p.start, p.end)  # doc.text is still ``text``
             if settings.stream_passes and request_id is not None:
+                t_json = time.perf_counter()
+                timings = None
+                if p.final:  # the engine's stages, this server's time so far and its JSON so far
+                    timings = {**p.timings, "server": (t_json - t0) * 1e3, "json": json_ms}
                 ls.protocol.notify(protocol.PASS, protocol.pass_params(
                     request_id, p.index, p.final, p.text, p.masked, uri=doc.uri, version=version,
-                    range_=_range_json(rng), preview=p.preview))
+                    range_=_range_json(rng), preview=p.preview, timings=timings,
+                    nfe=p.nfe if p.final else None))
+                json_ms += (time.perf_counter() - t_json) * 1e3
             last = p
             if p.final:
                 break
         if last is None or rng is None:
             raise JsonRpcInternalError("the engine produced no pass")
         fill = Fill(last.text, rng, version, last.index + 1, last.nfe, (time.perf_counter() - t0) * 1e3,
-                    last.stop_reason)
-        log.info("request %s: %d passes, %d chars, %.0f ms, %s, related: %d documents", request_id, fill.passes,
-                 len(fill.text), fill.elapsed_ms, fill.stop_reason, len(related))
+                    last.stop_reason, last.timings)
+        log.info("request %s: %d passes, %d chars, %.0f ms, %s, related: %d documents; stages (ms): %s",
+                 request_id, fill.passes, len(fill.text), fill.elapsed_ms, fill.stop_reason, len(related),
+                 ", ".join(f"{k} {v:.1f}" for k, v in last.timings.items()))
         return fill
     finally:
         _close(ls, gen)
@@ -356,13 +428,14 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
             del ls.inflight[doc.uri]
 
 
-def _supersede(table: dict[str, asyncio.Task[Any]], uri: str) -> asyncio.Task[Any]:
-    """File the current task as ``uri``'s request in ``table``, cancelling the one it replaces (newer work
-    supersedes older: pygls answers that one -32800). The caller takes it out again when done."""
+def _supersede(table: dict[str, asyncio.Task[Any]], uri: str, cancel: bool = True) -> asyncio.Task[Any]:
+    """File the current task as ``uri``'s request in ``table``, cancelling the one it replaces unless ``cancel`` is
+    False (newer work supersedes older: pygls answers that one -32800). The caller takes it out again when
+    done."""
     task = asyncio.current_task()
     assert task is not None
     previous = table.get(uri)
-    if previous is not None and previous is not task and not previous.done():
+    if cancel and previous is not None and previous is not task and not previous.done():
         previous.cancel()
     table[uri] = task
     return task
@@ -409,12 +482,33 @@ async def inline_completion(ls: EditEngineServer,
                             params: types.InlineCompletionParams) -> types.InlineCompletionList:
     doc = ls.document(params.text_document.uri)
     offset = ls.offset(doc, params.position)
+    ls.asks_inline.add(doc.uri)
     if _too_large(doc):  # the user was told when the document grew over the limit
         return types.InlineCompletionList(items=[])
-    fill = await _fill(ls, doc, offset)
+    fill = await _early_result(ls, doc, offset)
+    if fill is None:
+        fill = await _fill(ls, doc, offset)
     if not fill.text:
         return types.InlineCompletionList(items=[])
     return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=fill.text, range=fill.range)])
+
+
+async def _early_result(ls: EditEngineServer, doc: Document, offset: int) -> Fill | None:
+    """The fill started on the keystroke for this very document version and cursor, awaited (None when there is
+    none or it ended without an answer). Its final pass is sent to this request as a notification."""
+    request_id = ls.protocol.msg_id  # read before awaiting: it names the message being handled
+    early = ls.early.pop(doc.uri, None)
+    if early is None or early.version != doc.version or early.offset != offset or early.task.cancelled():
+        return None
+    t0 = time.perf_counter()
+    fill = await early.task
+    if fill is not None and ls.settings.stream_passes and request_id is not None:
+        # ``waited``: what this request waited for the fill (its ``server`` time ran from the keystroke).
+        timings = {**fill.timings, "server": fill.elapsed_ms, "json": 0.0, "waited": (time.perf_counter() - t0) * 1e3}
+        ls.protocol.notify(protocol.PASS, protocol.pass_params(
+            request_id, fill.passes - 1, True, fill.text, 0, uri=doc.uri, version=fill.version,
+            range_=_range_json(fill.range), timings=timings, nfe=fill.nfe))
+    return fill
 
 
 async def completion(ls: EditEngineServer, params: types.CompletionParams) -> types.CompletionList:

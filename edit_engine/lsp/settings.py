@@ -28,6 +28,9 @@ class Settings:
     spread: int | None = None
     floor_ramp: int | None = None
     stream_passes: bool = False  # send editEngine/pass notifications while denoising
+    # Start a document's fill on the keystroke (its didChange), once the client has asked that document for an
+    # inline completion: the request that follows finds it running or done (``handlers.start_early``).
+    start_on_keystroke: bool = True
 
     def overrides(self) -> dict[str, Any]:
         """Sampler overrides for ``Engine.stream_complete`` (only the ones that are set)."""
@@ -80,6 +83,7 @@ def _keys() -> dict[str, tuple[str, Callable[[Any], Any]]]:
         "modelPath": ("model_path", _model_path),
         "maxTokens": ("max_tokens", _max_tokens),
         "streamPasses": ("stream_passes", _bool),
+        "startOnKeystroke": ("start_on_keystroke", _bool),
     }
     keys.update({SETTINGS[n].key: (n, _optional(n)) for n in SAMPLER_KEYS})
     return keys

@@ -95,9 +95,9 @@ class Settings:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is outside 0..65535")
         if self.dtype:
-            from ..checkpoint import parse_dtype
+            from ..dtypes import check_dtype_name
 
-            parse_dtype(self.dtype)
+            check_dtype_name(self.dtype)
 
     # ------------------------------------------------------------------ safety
     def check_bind(self) -> None:

@@ -324,7 +324,9 @@ def _warm_start(model: DiffusionLM, cfg: TrainConfig) -> tuple[int, int, float, 
                                                                  list[dict[str, Any]]]:
     """Load ``cfg.init``'s weights into ``model``; return its step, tokens, minutes, history and lineage."""
     ck = checkpoint.load(cfg.init, device=cfg.device, dtype=torch.float32)  # float32 master weights, whatever EDIT_ENGINE_DTYPE says
-    serving = ("max_prefix", "max_suffix")  # the serving context follows this run's train_prefix / train_suffix
+    # The serving context follows this run's train_prefix / train_suffix; the objective may change (an AR baseline
+    # warm-started from the infiller's weights: the same network, trained causally from there).
+    serving = ("max_prefix", "max_suffix", "objective")
     if {k: v for k, v in ck.model.cfg.to_dict().items() if k not in serving} != \
             {k: v for k, v in model.cfg.to_dict().items() if k not in serving}:
         raise SystemExit(f"--init {cfg.init}: its model config differs from preset {cfg.preset!r}")
