@@ -405,6 +405,37 @@ async def test_a_keystroke_starts_the_fill_that_the_next_request_takes(slow: Ses
     assert first.items is not None
 
 
+async def test_a_request_waiting_on_a_keystrokes_fill_is_stale_after_the_next_keystroke(slow: Session) -> None:
+    """A request that took the fill started on its keystroke, then saw the document change again, is answered
+    -32801 (content modified), never with a fill computed for a text it did not ask about."""
+    uri = "file:///early-stale.py"
+    slow.open(uri, DOC)
+    slow.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"editEngine": {"startOnKeystroke": True}}))
+
+    def ask(text: str, cursor: int) -> Any:
+        return slow.request("textDocument/inlineCompletion", types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=pos(text, cursor),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)),
+            slow.next_id())
+
+    def type_at(text: str, cursor: int, ch: str, version: int) -> str:
+        slow.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(pos(text, cursor), pos(text, cursor)), text=ch)]))
+        return text[:cursor] + ch + text[cursor:]
+
+    await ask(DOC, CURSOR)  # the client asks this document: keystrokes now start fills
+    text = type_at(DOC, CURSOR, "a", 2)  # starts a long fill (one token per pass)
+    waiting = asyncio.ensure_future(ask(text, CURSOR + 1))
+    await slow.request("editEngine/status", {})  # a barrier: the request above is being handled
+    type_at(text, CURSOR + 1, "b", 3)
+    with pytest.raises(JsonRpcException) as info:
+        await waiting
+    assert info.value.code == -32801
+
+
 # ---------------------------------------------------------------------------------------------- settings
 async def test_settings_from_initialization_options_and_configuration(tmp_path: Path, tiny_checkpoint: Path,
                                                                       tiny: Engine) -> None:

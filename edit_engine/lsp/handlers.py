@@ -485,8 +485,11 @@ async def inline_completion(ls: EditEngineServer,
     ls.asks_inline.add(doc.uri)
     if _too_large(doc):  # the user was told when the document grew over the limit
         return types.InlineCompletionList(items=[])
+    version = doc.version
     fill = await _early_result(ls, doc, offset)
     if fill is None:
+        if doc.version != version or ls.documents.get(doc.uri) is not doc:  # changed while it waited
+            raise JsonRpcContentModified(f"{doc.uri} changed while the request ran (version {version})")
         fill = await _fill(ls, doc, offset)
     if not fill.text:
         return types.InlineCompletionList(items=[])
