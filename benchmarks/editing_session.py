@@ -10,13 +10,13 @@ request's record there (nothing is written without it).
 Typing is paced at ``--interval-ms`` per keystroke (a simulated typist; 0 = as fast as the client can send);
 ``--wait`` instead waits for each answer before the next keystroke (no cancellations: pure request latency).
 ``--debounce-ms`` waits that long after each keystroke before asking, as editors do; the server starts the fill
-on the keystroke (``startOnKeystroke``; ``--no-early`` turns it off), and "keystroke to answer" is what the user
+on the keystroke with ``--early`` (``startOnKeystroke``), and "keystroke to answer" is what the user
 waits. The final pass of each answer carries the server's stage timings: the table gives their medians over the
 answers that ran the model.
 
     OMP_NUM_THREADS=1 nice -n 19 python benchmarks/editing_session.py --threads 1 --json runs/editing_session.json
     python benchmarks/editing_session.py --threads 1 --wait --max-tokens 32 --json runs/editing_session_wait.json
-    python benchmarks/editing_session.py --threads 2 --wait --debounce-ms 50 --json runs/editing_session_debounce.json
+    python benchmarks/editing_session.py --threads 2 --wait --debounce-ms 50 --early --json runs/editing_session_debounce.json
     python benchmarks/editing_session.py --model DIR --snippet "x = 1" --wait --max-tokens 4   # a smoke run
 """
 
@@ -102,7 +102,7 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
         cmd += ["--log-file", a.log_file]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     await client.start_io(*cmd, env=env)
-    init: dict[str, Any] = {"streamPasses": True, "startOnKeystroke": not a.no_early}
+    init: dict[str, Any] = {"streamPasses": True, "startOnKeystroke": a.early}
     if a.model:
         init["modelPath"] = a.model
     if a.max_tokens:
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--debounce-ms", type=float, default=0.0,
                    help="wait this long after each keystroke before asking, as editors do (the server may start "
                         "on the keystroke: startOnKeystroke); 'keystroke to answer' counts from the keystroke")
-    p.add_argument("--no-early", action="store_true", help="startOnKeystroke off in the server")
+    p.add_argument("--early", action="store_true", help="startOnKeystroke on in the server")
     p.add_argument("--snippet", help="text to type (\\n for newlines; default: a small function)")
     p.add_argument("--log-file", help="server log file")
     p.add_argument("--json", "--out", dest="json", metavar="PATH",

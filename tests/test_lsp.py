@@ -381,6 +381,8 @@ async def test_a_keystroke_starts_the_fill_that_the_next_request_takes(slow: Ses
             text_document=types.TextDocumentIdentifier(uri=uri), position=pos(text, cursor),
             context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)), rid)
 
+    slow.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"editEngine": {"startOnKeystroke": True}}))
     rid, req = ask(DOC, CURSOR)
     first = await req  # the client asks this document: keystrokes now start fills
     text, version = DOC, 1
