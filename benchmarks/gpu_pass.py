@@ -107,6 +107,8 @@ def sampler_run(engine: Engine, cache: Any, span: int, dev: torch.device, graphs
         st = DenoiseState(cfg, tok.pad_id, tok.mask_id, dev, 1, None, 0, span)
         while True:
             if graphs is not None:
+                if st.size not in graphs:  # a canvas size first met here: captured once, then replayed
+                    graphs[st.size] = Graphed(lambda x: model.canvas_logits(x, cache), st.canvas)
                 st.step(graphs[st.size].run(st.canvas).clone())
             else:
                 st.step(pass_logits(model, st.canvas, st.masked, cache))

@@ -32,6 +32,7 @@ from .tokenizer import Tokenizer
 log = logging.getLogger("edit_engine")
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "models" / "default"
+EDIT_DIR = Path(__file__).resolve().parent / "models" / "edit"  # the next-edit model packaged beside it
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 

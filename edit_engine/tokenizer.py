@@ -19,6 +19,8 @@ from pathlib import Path
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from .interfaces import TextTokenizer
+
 PAD = "<|pad|>"
 MASK = "<|mask|>"
 EOS = "<|eos|>"
@@ -94,14 +96,14 @@ class Tokenizer(TokenCodec):
         return cls(hf)
 
 
-def trim_start(tok: Tokenizer, text: str, ids: list[int]) -> list[int]:
+def trim_start(tok: TextTokenizer, text: str, ids: list[int]) -> list[int]:
     """Drop leading tokens until ``ids`` decode to the end of ``text`` (a token budget can cut a character)."""
     while ids and not text.endswith(tok.decode(ids)):
         ids = ids[1:]
     return ids
 
 
-def trim_end(tok: Tokenizer, text: str, ids: list[int]) -> list[int]:
+def trim_end(tok: TextTokenizer, text: str, ids: list[int]) -> list[int]:
     """Drop trailing tokens until ``ids`` decode to the start of ``text``."""
     while ids and not text.startswith(tok.decode(ids)):
         ids = ids[:-1]

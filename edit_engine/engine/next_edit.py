@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from .. import positions, repair, syntax
-from . import patterns, propagate, rounds
+from . import edit_prompt, patterns, propagate, rounds
 from .document import plan_document
 from .results import Pass
 from .runtime import Runtime, check_text
@@ -257,11 +257,18 @@ def model_passes(rt: Runtime, req: Request, analysis: patterns.Analysis, seed: i
     dp = plan_document(rt, window, s, req.language, (s, e), MODEL_MAX_TOKENS, "rewrite", False)
     if not dp.rewrite:
         return
-    p_ids, s_ids = dp.ids or rt.context_ids(dp.model_prefix, dp.model_suffix)
+    edit_model = rt.record.get("task") == "edit"
+    if edit_model:  # the recent changes and the row as it stands lead the context (``edit_prompt``)
+        mc = rt.model.cfg
+        p_ids, s_ids = edit_prompt.prompt_ids(rt.tokenizer, [(c.removed, c.added) for c in analysis.changes],
+                                              line.strip(), window[:s], window[e:], mc.max_prefix, mc.max_suffix)
+    else:
+        p_ids, s_ids = dp.ids or rt.context_ids(dp.model_prefix, dp.model_suffix)
     cap = dp.cfg.max_tokens
     with rt.contexts.encoded(rt.model, rt.key(None, p_ids, s_ids), p_ids, s_ids, cap) as cache:
         st = rounds.Rounds(nfe=dp.nfe)
-        init = rounds.rewrite_canvas(rt, dp, cache, st)
+        # The edit model writes the row anew (it was trained so); the infill model edits the row's own tokens.
+        init = None if edit_model else rounds.rewrite_canvas(rt, dp, cache, st)
         last: Pass | None = None
         for p in rounds.rounds(rt, dp, cache, init, st, seed, should_stop, timings):
             p = dataclasses.replace(p, start=p.start + base, end=p.end + base)

@@ -83,6 +83,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="real-code: the cases of this split (default test; dev is the one to tune on)")
     p.add_argument("--no-related", action="store_true",
                    help="real-code: give no related files (the engine and the copy baseline see the document only)")
+    p.add_argument("--edit-model", metavar="DIR|none",
+                   help="next-edit: the checkpoint that writes the model's edits (default: the edit model packaged "
+                        "beside the packaged model; none: the fill model rewrites)")
     p.add_argument("--repo", help="next-edit-history: the git repository whose history gives the cases "
                                   "(default: the one this package is in)")
     p.add_argument("--timeout", type=float, default=3.0, help="CPU seconds per program (default 3)")
@@ -202,9 +205,12 @@ def _next_edit(a: argparse.Namespace) -> int:
     else:
         from ..engine import Engine
 
-        engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
+        edit_model = False if a.edit_model == "none" else a.edit_model
+        engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype, edit_model=edit_model)
         engine.warm_up()
         fill, model = engine_filler(engine, use_model=a.fill == "engine"), str(engine.path or "")
+        if a.fill == "engine" and engine.edit_model is not None:
+            model += f" (edits: {engine.edit_model})"
     bar = None if a.no_progress else Progress(len(cases), "next-edit", "case")
     tick = _counter(bar)
 

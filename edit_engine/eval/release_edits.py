@@ -118,8 +118,8 @@ def pair_cases(package: str, old: tuple[str, dict[str, str]], new: tuple[str, di
     return out
 
 
-def select(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """At most ``PER_PACKAGE`` cases per package (a seeded choice), duplicates dropped, ordered by id."""
+def dedupe(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cases with identical (document, region after) pairs kept once, in their order."""
     seen: set[tuple[str, str]] = set()
     unique = []
     for c in cases:
@@ -127,6 +127,12 @@ def select(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if key not in seen:
             seen.add(key)
             unique.append(c)
+    return unique
+
+
+def select(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At most ``PER_PACKAGE`` cases per package (a seeded choice), duplicates dropped, ordered by id."""
+    unique = dedupe(cases)
     out = []
     for pkg in sorted({c["package"] for c in unique}):
         mine = [c for c in unique if c["package"] == pkg]

@@ -35,8 +35,9 @@ def create_app(settings: Settings, engine: Engine | None = None,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        edit = False if settings.edit_model == "none" else settings.edit_model
         eng = engine or Engine.load(settings.model, device=settings.device, threads=settings.threads or None,
-                                    dtype=settings.dtype or None)
+                                    dtype=settings.dtype or None, edit_model=edit)
         if engine is None:  # a server we loaded: warm it before the socket opens, so no user waits for it
             if settings.compile:
                 try:

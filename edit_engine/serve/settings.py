@@ -29,6 +29,8 @@ class Settings:
     host: str = field(default="127.0.0.1", metadata=_help("address to bind (loopback by default)"))
     port: int = field(default=8765, metadata=_help("TCP port (0 = any free port)"))
     model: str | None = field(default=None, metadata=_help("checkpoint directory (default: the packaged model)"))
+    edit_model: str | None = field(default=None, metadata=_help(
+        "next edits' checkpoint (default: the edit model packaged beside the packaged model; none: the fill model)"))
     api_key: str | None = field(default=None, metadata=_help(
         "require 'Authorization: Bearer KEY' on every route but /healthz (needed to bind a non-loopback address)"))
     threads: int = field(default=0, metadata=_help("torch CPU threads (0 = torch's default)"))

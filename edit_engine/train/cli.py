@@ -59,6 +59,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "for diffusion, 1 for --objective ar; 1 = one hole per row)")
     p.add_argument("--window-span", type=int, default=64, metavar="TOKENS",
                    help="with --holes-per-window K > 1: the holes start within about this many tokens (default 64)")
+    p.add_argument("--edits", nargs="+", default=[], metavar="DIR",
+                   help="train the edit model on these folders of edit examples (python -m edit_engine.train.edits "
+                        "--out DIR)")
+    p.add_argument("--edit-share", type=float, default=0.0, metavar="F",
+                   help="with --edits: the share of batches drawn from the edit examples (the rest infill)")
+    p.add_argument("--edit-weights", nargs="+", type=float, default=[], metavar="W",
+                   help="with --edits: each folder's share of the edit rows (default: by their example counts)")
     p.set_defaults(handler=run)
 
 
@@ -79,7 +86,9 @@ def run(a: argparse.Namespace) -> int:
                           workers=a.workers, tokenizer=a.tokenizer, train_prefix=a.train_prefix,
                           train_suffix=a.train_suffix, warmup_steps=a.warmup_steps, eval_every_min=a.eval_every,
                           save_every_min=a.save_every, init=a.init, vocab_size=a.vocab_size,
-                          compile=a.compile, holes_per_window=a.holes_per_window, window_span=a.window_span)
+                          compile=a.compile, holes_per_window=a.holes_per_window, window_span=a.window_span,
+                          edits=tuple(a.edits), edit_share=a.edit_share,
+                          edit_weights=tuple(a.edit_weights))
     except ValueError as e:
         raise UserError(f"train: {e}") from e
     train(cfg, resume=a.resume)

@@ -102,6 +102,11 @@ class TrainConfig:
     # and 16 rows: docs/results.md, 2026-12-01), 1 for the AR baseline.
     holes_per_window: int = 0
     window_span: int = 64
+    # The edit model (``train.edits``): a folder of edit examples and the share of batches drawn from them
+    # (the rest are infill batches of the corpus). Its record says ``"task": "edit"``; next edits use it.
+    edits: tuple[str, ...] = ()
+    edit_share: float = 0.0
+    edit_weights: tuple[float, ...] = ()  # each folder's share of the edit rows (empty: by their example counts)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -124,6 +129,14 @@ class TrainConfig:
                              f"{corpus.MIN_EXTRA_SHARE:g} the extra files would never be drawn; give 0 or more")
         if self.extra_share > 0 and not self.extra_corpus:
             raise ValueError("extra_share (--extra-share) needs extra_corpus (--extra-corpus DIR ...)")
+        if not 0.0 <= self.edit_share <= 1.0:
+            raise ValueError(f"edit_share (--edit-share) {self.edit_share}: give a share of the batches, 0 to 1")
+        if bool(self.edits) != (self.edit_share > 0):
+            raise ValueError("edits (--edits DIR ...) and edit_share (--edit-share F > 0) go together")
+        if self.edit_weights and (len(self.edit_weights) != len(self.edits) or min(self.edit_weights) <= 0):
+            raise ValueError("edit_weights (--edit-weights) takes one positive weight per --edits folder")
+        if self.edits and self.objective != "diffusion":
+            raise ValueError("edits (--edits) train the diffusion objective only")
 
 
 # Validation: 8 fixed single-hole batches of this many examples from held-out files, whatever the run's batch
@@ -386,11 +399,15 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     val_batches = _val_batches(cfg, data.val_files, tok, max_canvas)
     batches = _train_batches(cfg, data.train_files, tok, cfg.seed * 1000 + progress.step, max_canvas,
                              mcfg.max_canvas)
+    edit_val: list[Batch] = []
+    if cfg.edits:
+        batches, edit_val = _with_edits(cfg, tok, batches, cfg.seed * 1000 + progress.step, max_canvas)
     run = _Run(cfg, out, tok, model, opt, progress)  # this run's start (a resume or warm start carries earlier totals)
     model.train()
     run.record_base = _record_base(cfg, mcfg, model, data)
+    run.edit_val = edit_val
     _loop(run, batches, val_batches)
-    ev = evaluate(model, val_batches, cfg.device)
+    ev = _evaluate(run, val_batches)
     progress.history.append({"step": progress.step, "tokens": progress.tokens_seen,
                              "minutes": run.elapsed() / 60, **ev})
     _log(out, {"eval": True, **progress.history[-1]})
@@ -527,6 +544,47 @@ def _train_batches(cfg: TrainConfig, train_files: list[corpus.CorpusFile], tok: 
     return iter(lambda: stream.batch(cfg.batch_size), None)
 
 
+def _with_edits(cfg: TrainConfig, tok: Tokenizer, infill: Iterator[Batch], seed: int, max_canvas: int,
+                ) -> tuple[Iterator[Batch], list[Batch]]:
+    """Training batches with ``cfg.edit_share`` of them drawn from the edit examples (single-hole layout), and
+    8 fixed validation batches of the held-out edit examples."""
+    from . import edits
+
+    sets = [edits.split(edits.load(d)) for d in cfg.edits]
+    train_sets = [t for t, _ in sets]
+    val_ex = [e for _, v in sets for e in v]
+    if not all(train_sets) or not val_ex:
+        raise SystemExit(f"{cfg.edits}: too few edit examples ({[len(t) for t in train_sets]} to train, "
+                         f"{len(val_ex)} to validate)")
+    weights = list(cfg.edit_weights) or [len(t) for t in train_sets]
+    rng = random.Random(seed)
+    val_state = torch.random.get_rng_state()
+    torch.manual_seed(12345)
+    vr = random.Random(12345)
+    val = [collate(vr.sample(val_ex, min(VAL_ROWS, len(val_ex))), tok, vr, max_canvas=max_canvas)
+           for _ in range(8)]
+    torch.random.set_rng_state(val_state)
+
+    def mixed() -> Iterator[Batch]:
+        while True:
+            if rng.random() < cfg.edit_share:
+                picks = rng.choices(train_sets, weights=weights, k=cfg.batch_size)
+                yield collate([rng.choice(t) for t in picks], tok, rng, max_canvas=max_canvas)
+            else:
+                yield next(infill)
+
+    return mixed(), val
+
+
+def _evaluate(run: _Run, val_batches: list[Batch]) -> dict[str, float]:
+    """``evaluate`` on the corpus's validation batches, and on the edit examples' (keys ``edit_...``)."""
+    ev = evaluate(run.model, val_batches, run.cfg.device)
+    if run.edit_val:
+        ev.update({f"edit_{k}": v for k, v in evaluate(run.model, run.edit_val, run.cfg.device).items()
+                   if k in ("val_diffusion", "val_masked_ce", "context_gap")})
+    return ev
+
+
 def _record_base(cfg: TrainConfig, mcfg: ModelConfig, model: DiffusionLM, data: _Corpus) -> dict[str, Any]:
     """The parts of the training record (``training.json``) that stay the same through the run."""
     record_base = {
@@ -538,6 +596,11 @@ def _record_base(cfg: TrainConfig, mcfg: ModelConfig, model: DiffusionLM, data: 
                    "train_files": len(data.train_files), "val_files": len(data.val_files),
                    "manifest": corpus.manifest_digest(data.files)},
     }
+    if cfg.edits:
+        record_base["task"] = "edit"
+        record_base["edits"] = {"share": cfg.edit_share, "sets": [
+            json.loads((Path(d) / "manifest.json").read_text()) if (Path(d) / "manifest.json").is_file() else d
+            for d in cfg.edits]}
     extra_files = data.extra_files
     if extra_files:
         record_base["extra_corpus"] = {
@@ -561,6 +624,7 @@ class _Run:
     start_step: int = field(init=False)  # the step this run started at
     tokens0: int = field(init=False)  # tokens seen when this run started
     record_base: dict[str, Any] = field(default_factory=dict)  # ``_record_base``
+    edit_val: list[Batch] = field(default_factory=list)  # validation batches of edit examples (``cfg.edits``)
 
     def __post_init__(self) -> None:
         self.start_step, self.tokens0 = self.progress.step, self.progress.tokens_seen
@@ -599,7 +663,7 @@ def _loop(run: _Run, batches: Iterator[Batch], val_batches: list[Batch]) -> None
             _log(run.out, {"step": p.step, "diff": float(diff.detach()), "ar": float(ar.detach()), "lr": lr,
                            "tokens": p.tokens_seen, "minutes": el / 60})
         if time.time() - last_eval >= cfg.eval_every_min * 60:
-            ev = evaluate(run.model, val_batches, cfg.device)
+            ev = _evaluate(run, val_batches)
             p.history.append({"step": p.step, "tokens": p.tokens_seen, "minutes": el / 60, **ev})
             _log(run.out, {"eval": True, **p.history[-1]})
             bar.write(f"[eval] step {p.step} " + " ".join(f"{k}={v:.3f}" for k, v in ev.items()))
