@@ -165,14 +165,14 @@ def test_next_edit_writes_with_the_edit_model_and_its_prompt(
     hist = ["".join(difflib.unified_diff(before.splitlines(True), doc.splitlines(True), "a/x.py", "b/x.py"))]
     cursor = doc.index("size)") + len("size)")
     engine = Engine.load(fill_dir, edit_model=edit_dir)
-    assert engine.edit_model == edit_dir
+    assert engine.edits.path == edit_dir
     engine.next_edit(doc, cursor, hist, use_model=True)
-    assert engine._edit_runtime(True).record["task"] == "edit" and seen  # the edit model wrote, from its prompt
+    assert engine.edits.runtime(engine.rt, True).record["task"] == "edit" and seen  # the edit model wrote, from its prompt
     n = len(seen)
     engine.next_edit(doc, cursor, hist, use_model=False)  # patterns only: no model, no prompt
     assert len(seen) == n
     plain = Engine.load(fill_dir, edit_model=False)
-    assert plain.edit_model is None and plain._edit_runtime(True) is plain.rt
+    assert plain.edits.path is None and plain.edits.runtime(plain.rt, True) is plain.rt
     plain.next_edit(doc, cursor, hist)
     assert len(seen) == n  # the fill model rewrites from the document, not the edit prompt
-    assert Engine.load(fill_dir).edit_model is None  # a checkpoint of one's own: no packaged edit model beside it
+    assert Engine.load(fill_dir).edits.path is None  # a checkpoint of one's own: no packaged edit model beside it

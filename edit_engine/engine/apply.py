@@ -954,6 +954,11 @@ def stream(original: str, update: str, language: str = "python", choose: Chooser
 SCORE_TOKENS = 32  # an ambiguous chunk is scored on its first tokens at each candidate place
 
 
+def chooser(rt: Any, use_model: bool) -> Chooser | None:
+    """``model_chooser(rt)`` when ``use_model`` and the model denoises a canvas, else None (the first place)."""
+    return model_chooser(rt) if use_model and rt.canvas else None
+
+
 def model_chooser(rt: Any) -> Chooser:
     """A ``Chooser`` that asks the diffusion model (an ``engine.runtime.Runtime``): at each candidate place the
     chunk's first tokens are masked between the original text before the place and the rest of the chunk and

@@ -22,7 +22,6 @@ novel names), ``decoders`` (diffusion or autoregressive, one protocol), ``docume
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -41,6 +40,7 @@ from . import rounds
 from .apply import ApplyResult
 from .contexts import ContextCacheConfig, ContextStore
 from .document import DocumentPlan, plan_document
+from .edit_model import EditModel
 from .next_edit import NextEdit
 from .results import Completion, InfillResult, Pass, decode_preview, unheal
 from .runtime import Runtime, check_text
@@ -64,12 +64,9 @@ class Engine:
     def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, sampler: SamplerConfig | None = None,
                  path: Path | None = None, record: dict[str, Any] | None = None,
                  context_cache: ContextCacheConfig | None = None, analysis: bool = False, analysis_ms: float = 10.0,
-                 edit_model: Path | None = None, dtype: torch.dtype | str | None = None, device: str = "cpu") -> None:
+                 edits: EditModel | None = None) -> None:
         self.rt = Runtime(model, tokenizer, sampler, path, record, context_cache, analysis, analysis_ms)
-        self.edit_model = edit_model  # the edit model's folder (``next_edit``), loaded on the first next edit
-        self._edit_dtype, self._edit_device = dtype, device  # the edit model is loaded as the fill model was
-        self._edit_rt: Runtime | None = None
-        self._edit_lock = threading.Lock()
+        self.edits = edits or EditModel()  # the model that writes next edits (``edit_model.py``)
 
     @classmethod
     def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
@@ -79,10 +76,7 @@ class Engine:
         """Load a checkpoint directory (default: the model packaged with edit-engine). ``dtype`` (a dtype or its
         name, ``dtypes.DTYPES``, or ``auto``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else the
         checkpoint family's (``auto`` for ours: ``dtypes.auto_dtype``; bf16 for open models on CUDA). ``analysis``: the novel-name penalty spares
-        the names jedi knows at the cursor (``engine/analysis.py``, Python), waiting ``analysis_ms`` per fill.
-        ``edit_model``: the checkpoint that writes next edits (``next_edit``; trained on edits, ``train.edits``);
-        default the one packaged beside the packaged model when ``path`` is the default, else none; False: none
-        (the fill model rewrites)."""
+        the names jedi knows at the cursor (``engine/analysis.py``, Python), waiting ``analysis_ms`` per fill."""
         if threads:
             torch.set_num_threads(threads)
         ck = checkpoint.load(path, device=device or "cpu", dtype=dtype)
@@ -91,23 +85,8 @@ class Engine:
                 sampler = SamplerConfig.for_checkpoint(ck.path)
             except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
                 raise checkpoint.CheckpointError(f"{ck.path}/sampler.json: {e}") from e
-        if edit_model is None:
-            edit_model = checkpoint.EDIT_DIR if path is None and checkpoint.EDIT_DIR.is_dir() else False
-        edit = Path(edit_model) if edit_model is not False and edit_model is not True else None
         return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache, analysis, analysis_ms,
-                   edit_model=edit, dtype=dtype, device=device or "cpu")
-
-    def _edit_runtime(self, use_model: bool) -> Runtime:
-        """The runtime whose model writes next edits: the edit model (loaded once, on first use) when there is
-        one and ``use_model``, else the fill model's."""
-        if not use_model or self.edit_model is None:
-            return self.rt
-        with self._edit_lock:
-            if self._edit_rt is None:
-                ck = checkpoint.load(self.edit_model, device=self._edit_device, dtype=self._edit_dtype)
-                self._edit_rt = Runtime(ck.model, ck.tokenizer, SamplerConfig.for_checkpoint(ck.path), ck.path,
-                                        ck.record)
-            return self._edit_rt
+                   EditModel.for_load(edit_model, path, dtype, device or "cpu"))
 
     # ------------------------------------------------------------------ what is loaded
     @property
@@ -315,15 +294,12 @@ class Engine:
         """Merge ``update`` (code with ``# ... existing code ...``-style markers) into ``original``: the merged
         text, how each chunk was placed and the time it took (``apply.merge``). ``use_model``: the model ranks
         the candidate places of an ambiguous chunk (otherwise the first is taken). Raises ValueError."""
-        return applying.merge(original, update, language, self._chooser(use_model))
+        return applying.merge(original, update, language, applying.chooser(self.rt, use_model))
 
     def stream_apply(self, original: str, update: str, language: str = "python",
                      use_model: bool = True) -> Iterator[Pass]:
         """``apply`` as a stream: a ``Pass`` per placed chunk, its text the whole file so far (``apply.stream``)."""
-        return applying.stream(original, update, language, self._chooser(use_model))
-
-    def _chooser(self, use_model: bool) -> applying.Chooser | None:
-        return applying.model_chooser(self.rt) if use_model and self.rt.canvas else None
+        return applying.stream(original, update, language, applying.chooser(self.rt, use_model))
 
     def next_edit(self, document: str, cursor: int, history: list[str], language: str = "python",
                   related: list[str] | None = None, region: tuple[int, int] | None = None, use_model: bool = True,
@@ -331,15 +307,15 @@ class Engine:
         """The change after the recent edits (``history``: unified diffs, oldest first) near ``cursor``, inside
         ``region`` (rows), or None (``next_edit.py`` documents the arguments). Raises ValueError."""
         req = next_edits.check_request(document, cursor, history, language, related, region)
-        return next_edits.next_edit(self._edit_runtime(use_model), req, use_model, seed, should_stop)
+        return next_edits.next_edit(self.edits.runtime(self.rt, use_model), req, use_model, seed, should_stop)
 
     def stream_next_edit(self, document: str, cursor: int, history: list[str], language: str = "python",
                          related: list[str] | None = None, region: tuple[int, int] | None = None, use_model: bool = True,
                          seed: int = 0, should_stop: Callable[[], bool] | None = None) -> Iterator[Pass]:
         """``next_edit`` as passes; the final one has ``stop_reason == "no_edit"`` when there is no proposal."""
         req = next_edits.check_request(document, cursor, history, language, related, region)
-        rt = self._edit_runtime(use_model)
-        return (p for p, _ in next_edits.passes(rt, req, use_model, seed, should_stop))
+        return (p for p, _ in next_edits.passes(self.edits.runtime(self.rt, use_model), req, use_model, seed,
+                                                should_stop))
 
     # ------------------------------------------------------------------ lifecycle
     def warm_up(self) -> float:

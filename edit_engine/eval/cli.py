@@ -209,8 +209,8 @@ def _next_edit(a: argparse.Namespace) -> int:
         engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype, edit_model=edit_model)
         engine.warm_up()
         fill, model = engine_filler(engine, use_model=a.fill == "engine"), str(engine.path or "")
-        if a.fill == "engine" and engine.edit_model is not None:
-            model += f" (edits: {engine.edit_model})"
+        if a.fill == "engine" and engine.edits.path is not None:
+            model += f" (edits: {engine.edits.path})"
     bar = None if a.no_progress else Progress(len(cases), "next-edit", "case")
     tick = _counter(bar)
 

@@ -165,99 +165,121 @@ def _replace_spans(line: str, spans: list[tuple[int, int]], text: str) -> str:
     return data.decode("utf-8")
 
 
+@dataclass
+class _Parts:
+    """What the synthetic edits use of a file's tree: identifiers per function, one-row calls per callee,
+    function definitions by name, and the file's words."""
+
+    idents: dict[tuple[int, str], list[tuple[int, int, int]]]  # (function, name) -> (row, col0, col1)
+    calls: dict[str, list[Any]]  # callee text -> one-row call nodes
+    defs: dict[str, Any]  # function name -> definition node
+    words: list[str]
+
+
+def _parts(root: Any) -> _Parts:
+    idents: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+    calls: dict[str, list[Any]] = {}
+    defs: dict[str, Any] = {}
+    words: set[str] = set()
+    for n in _walk(root):
+        if n.type == "function_definition":
+            name = n.child_by_field_name("name")
+            if name is not None:
+                defs[name.text.decode()] = n
+                for m in _walk(n):
+                    if m.type == "identifier" and m.start_point[0] == m.end_point[0]:
+                        w = m.text.decode()
+                        words.add(w)
+                        idents.setdefault((n.start_byte, w), []).append(
+                            (m.start_point[0], m.start_point[1], m.end_point[1]))
+        elif n.type == "call" and n.start_point[0] == n.end_point[0]:
+            fn = n.child_by_field_name("function")
+            if fn is not None:
+                calls.setdefault(fn.text.decode(), []).append(n)
+    return _Parts(idents, calls, defs, sorted(w for w in words if len(w) > 3))
+
+
+def _append_arg(lines: list[str], args: Any, text: str) -> tuple[int, str]:
+    """The row of an argument or parameter list with ``text`` added as its last item."""
+    r, close = args.end_point[0], args.end_point[1] - 1
+    sep = ", " if args.named_child_count else ""
+    return r, _replace_spans(lines[r], [(close, close)], sep + text)
+
+
+def _rename_case(pt: _Parts, lines: list[str], rng: random.Random) -> EditCase | None:
+    names = sorted(k for k, v in pt.idents.items() if len(k[1]) > 2 and k[1] not in _KEYWORDS
+                   and len({r for r, _, _ in v}) >= 3)
+    if not names:
+        return None
+    key = rng.choice(names)
+    new = _new_name(rng, key[1], pt.words)
+    by_row: dict[int, list[tuple[int, int]]] = {}
+    for r, a, b in pt.idents[key]:
+        by_row.setdefault(r, []).append((a, b))
+    return _sites(lines, {r: _replace_spans(lines[r], s, new) for r, s in by_row.items()}, rng, "rename")
+
+
+def _call_case(pt: _Parts, lines: list[str], rng: random.Random) -> EditCase | None:
+    callees = sorted(k for k, v in pt.calls.items() if len({c.start_point[0] for c in v}) >= 3)
+    if not callees:
+        return None
+    callee = rng.choice(callees)
+    edits: dict[int, str] = {}
+    if rng.random() < 0.5:  # the same keyword argument added at each call
+        kw = f"{rng.choice(_KW_NAMES)}={rng.choice(_KW_VALUES)}"
+        for c in pt.calls[callee]:
+            args = c.child_by_field_name("arguments")
+            if args is not None and args.type == "argument_list":
+                r, row = _append_arg(lines, args, kw)
+                edits.setdefault(r, row)
+    else:  # the callee renamed
+        head, _, last = callee.rpartition(".")
+        fn_new = (head + "." if head else "") + _new_name(rng, last, pt.words)
+        by_row: dict[int, list[tuple[int, int]]] = {}
+        for c in pt.calls[callee]:
+            fn = c.child_by_field_name("function")
+            by_row.setdefault(fn.start_point[0], []).append((fn.start_point[1], fn.end_point[1]))
+        edits = {r: _replace_spans(lines[r], s, fn_new) for r, s in by_row.items()}
+    return _sites(lines, edits, rng, "call")
+
+
+def _signature_case(pt: _Parts, lines: list[str], rng: random.Random) -> EditCase | None:
+    called = sorted(k for k in pt.defs if k in pt.calls)
+    if not called:
+        return None
+    name = rng.choice(called)
+    params = pt.defs[name].child_by_field_name("parameters")
+    if params is None or params.start_point[0] != params.end_point[0]:
+        return None
+    p = rng.choice(_KW_NAMES)
+    r0, row0 = _append_arg(lines, params, f"{p}=None")
+    edits = {r0: row0}
+    for c in pt.calls[name]:
+        args = c.child_by_field_name("arguments")
+        if args is None or args.type != "argument_list" or args.end_point[0] in edits:
+            continue
+        r, row = _append_arg(lines, args, f"{p}={p}" if rng.random() < 0.5 else p)
+        edits[r] = row
+    return _sites(lines, edits, rng, "signature") if len(edits) >= 2 else None
+
+
+_KINDS = {"rename": _rename_case, "call": _call_case, "signature": _signature_case}
+
+
 def synthetic_cases(text: str, rng: random.Random, parser: Any, per_file: int = 3) -> list[EditCase]:
     """Up to ``per_file`` synthetic cases of one Python file (renames, calls, signatures)."""
     data = text.encode("utf-8")
     if len(data) != len(text):  # byte and character columns differ: keep to ASCII files
         return []
-    tree = parser.parse(data)
+    pt = _parts(parser.parse(data).root_node)
     lines = text.split("\n")
-    starts = [0]
-    for ln in lines[:-1]:
-        starts.append(starts[-1] + len(ln) + 1)
-    idents: dict[tuple[int, str], list[tuple[int, int, int]]] = {}  # (function, name) -> (row, col0, col1)
-    calls: dict[str, list[Any]] = {}  # callee text -> one-row call nodes
-    defs: dict[str, Any] = {}  # function name -> definition node
-    words: set[str] = set()
-    for n in _walk(tree.root_node):
-        if n.type == "function_definition":
-            name = n.child_by_field_name("name")
-            if name is not None:
-                defs[name.text.decode()] = n
-                fid = n.start_byte
-                for m in _walk(n):
-                    if m.type == "identifier" and m.start_point[0] == m.end_point[0]:
-                        w = m.text.decode()
-                        words.add(w)
-                        idents.setdefault((fid, w), []).append((m.start_point[0], m.start_point[1], m.end_point[1]))
-        elif n.type == "call" and n.start_point[0] == n.end_point[0]:
-            fn = n.child_by_field_name("function")
-            if fn is not None:
-                calls.setdefault(fn.text.decode(), []).append(n)
-    out: list[EditCase] = []
-    wordlist = sorted(w for w in words if len(w) > 3)
-    kinds = ["rename", "call", "signature"]
+    kinds = list(_KINDS)
     rng.shuffle(kinds)
+    out: list[EditCase] = []
     for kind in kinds * per_file:
         if len(out) >= per_file:
             break
-        case = None
-        if kind == "rename":
-            names = sorted(k for k, v in idents.items() if len(k[1]) > 2 and k[1] not in _KEYWORDS
-                           and len({r for r, _, _ in v}) >= 3)
-            if names:
-                key = rng.choice(names)
-                new = _new_name(rng, key[1], wordlist)
-                by_row: dict[int, list[tuple[int, int]]] = {}
-                for r, a, b in idents[key]:
-                    by_row.setdefault(r, []).append((a, b))
-                case = _sites(lines, {r: _replace_spans(lines[r], s, new) for r, s in by_row.items()}, rng,
-                              "rename")
-        elif kind == "call":
-            callees = sorted(k for k, v in calls.items() if len({c.start_point[0] for c in v}) >= 3)
-            if callees:
-                callee = rng.choice(callees)
-                nodes = calls[callee]
-                if rng.random() < 0.5:  # the same keyword argument added at each call
-                    kw = f"{rng.choice(_KW_NAMES)}={rng.choice(_KW_VALUES)}"
-                    edits: dict[int, str] = {}
-                    for c in nodes:
-                        args = c.child_by_field_name("arguments")
-                        if args is None or args.type != "argument_list":
-                            continue
-                        r, close = args.end_point[0], args.end_point[1] - 1
-                        sep = ", " if args.named_child_count else ""
-                        edits.setdefault(r, _replace_spans(lines[r], [(close, close)], sep + kw))
-                else:  # the callee renamed
-                    fn_new = _new_name(rng, callee.rsplit(".", 1)[-1], wordlist)
-                    fn_new = callee.rsplit(".", 1)[0] + "." + fn_new if "." in callee else fn_new
-                    by_row = {}
-                    for c in nodes:
-                        fn = c.child_by_field_name("function")
-                        by_row.setdefault(fn.start_point[0], []).append((fn.start_point[1], fn.end_point[1]))
-                    edits = {r: _replace_spans(lines[r], s, fn_new) for r, s in by_row.items()}
-                case = _sites(lines, edits, rng, "call")
-        else:
-            called = sorted(k for k in defs if k in calls)
-            if called:
-                name = rng.choice(called)
-                d = defs[name]
-                params = d.child_by_field_name("parameters")
-                if params is not None and params.start_point[0] == params.end_point[0]:
-                    p = rng.choice(_KW_NAMES)
-                    r0, close = params.end_point[0], params.end_point[1] - 1
-                    sep = ", " if params.named_child_count else ""
-                    edits = {r0: _replace_spans(lines[r0], [(close, close)], f"{sep}{p}=None")}
-                    for c in calls[name]:
-                        args = c.child_by_field_name("arguments")
-                        if args is None or args.type != "argument_list" or args.end_point[0] in edits:
-                            continue
-                        r, cc = args.end_point[0], args.end_point[1] - 1
-                        s2 = ", " if args.named_child_count else ""
-                        edits[r] = _replace_spans(lines[r], [(cc, cc)], f"{s2}{p}={p}" if rng.random() < 0.5
-                                                  else f"{s2}{p}")
-                    if len(edits) >= 2:
-                        case = _sites(lines, edits, rng, "signature")
+        case = _KINDS[kind](pt, lines, rng)
         if case is not None:
             out.append(case)
     return out
