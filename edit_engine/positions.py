@@ -14,26 +14,19 @@ outside the file (``ValueError``), because a user typed them.
 from __future__ import annotations
 
 import bisect
+import re
 from typing import Literal, TypeVar
 
 Encoding = Literal["utf-8", "utf-16", "utf-32"]
 ENCODINGS: tuple[Encoding, ...] = ("utf-16", "utf-8", "utf-32")
 
 
+_BREAK = re.compile(r"\r\n?|\n")
+
+
 def line_starts(text: str) -> list[int]:
     """Character offsets where each line starts (line 0 starts at 0)."""
-    starts = [0]
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\n":
-            starts.append(i + 1)
-        elif c == "\r":
-            if i + 1 < n and text[i + 1] == "\n":
-                i += 1
-            starts.append(i + 1)
-        i += 1
-    return starts
+    return [0, *(m.end() for m in _BREAK.finditer(text))]
 
 
 def _line_end(text: str, starts: list[int], line: int) -> int:
