@@ -1,10 +1,12 @@
-"""A scripted editing session over LSP: type a function character by character, ask after every keystroke.
+"""A scripted editing session over LSP: type functions character by character, ask after every keystroke.
 
-Starts the real language server (``python -m edit_engine.lsp``) on stdio, opens a file with some context, then types
-``--snippet`` one character at a time. After each keystroke it sends the incremental ``didChange``, cancels
+Starts the real language server (``python -m edit_engine.lsp``) on stdio; for each snippet (``--snippet``: the
+three built-in ones by default) opens a file with some context, types the snippet one character at a time, and
+closes the file. After each keystroke it sends the incremental ``didChange``, cancels
 the previous request if it is still running (``$/cancelRequest``, as editors do), and sends a
 ``textDocument/inlineCompletion`` request with ``streamPasses`` on. Per request it records the time to the
-first ``editEngine/pass`` and to the answer. Prints a table; ``--json PATH`` also writes the summary and every
+first ``editEngine/pass`` and to the answer, and what the suggestion was worth: right (all of it is what the
+typist goes on to type) and the characters of it that agree with that. Prints a table; ``--json PATH`` also writes the summary and every
 request's record there (nothing is written without it).
 
 Typing is paced at ``--interval-ms`` per keystroke (a simulated typist; 0 = as fast as the client can send);
@@ -16,6 +18,7 @@ answers that ran the model.
 
     OMP_NUM_THREADS=1 nice -n 19 python benchmarks/editing_session.py --threads 1 --json runs/editing_session.json
     python benchmarks/editing_session.py --threads 1 --wait --max-tokens 32 --json runs/editing_session_wait.json
+    python benchmarks/editing_session.py --threads 2 --wait --json runs/editing_session_wait2.json
     python benchmarks/editing_session.py --threads 2 --wait --debounce-ms 50 --early --json runs/editing_session_debounce.json
     python benchmarks/editing_session.py --model DIR --snippet "x = 1" --wait --max-tokens 4   # a smoke run
 """
@@ -59,6 +62,38 @@ SNIPPET = '''def merge_defaults(config: dict, defaults: dict) -> dict:
     for key, value in config.items():
         out[key] = value
     return out'''
+# The functions the session types (``--snippet``: one name, "all", or literal text), each in a document of its own.
+SNIPPETS = {
+    "merge": SNIPPET,
+    "stack": ("class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n"
+              "        self.items.append(item)\n\n    def pop(self):\n        return self.items.pop()\n"),
+    "words": ("def count_words(path: str) -> dict:\n    counts = {}\n    with open(path) as f:\n"
+              "        for line in f:\n            for word in line.split():\n"
+              "                counts[word] = counts.get(word, 0) + 1\n    return counts\n"),
+}
+
+
+def judge(now: str, at: int, item: Any, target: str) -> dict[str, Any]:
+    """A suggestion against what the typist types next: the text it leaves after the cursor ``at`` in the
+    document ``now``, whether all of it agrees with ``target`` (the finished document; typing only appends at
+    the cursor, so both share the text before it) and how many characters of it agree."""
+    start, end = at, at
+    if item.range is not None:
+        start = offset(now, item.range.start)
+        end = offset(now, item.range.end)
+    after = (now[:start] + item.insert_text + now[end:])[at : start + len(item.insert_text)]
+    useful = 0
+    for x, y in zip(after, target[at:], strict=False):
+        if x != y:
+            break
+        useful += 1
+    return {"text": item.insert_text, "right": bool(after) and useful == len(after), "useful": useful}
+
+
+def offset(text: str, pos: Any) -> int:
+    """Offset of an LSP position (ASCII text: characters = code units)."""
+    lines = text.split("\n")
+    return sum(len(x) + 1 for x in lines[: pos.line]) + pos.character
 
 
 def percentile(xs: list[float], q: float) -> float | None:
@@ -107,27 +142,32 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
         init["modelPath"] = a.model
     if a.max_tokens:
         init["maxTokens"] = a.max_tokens
+    if a.typing_repair_rounds is not None:
+        init["typingRepairRounds"] = a.typing_repair_rounds
     t0 = time.perf_counter()
     await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(),
                                                          initialization_options=init))
     client.initialized(types.InitializedParams())
-    uri = "file:///editing_session.py"
-    text = CONTEXT + SUFFIX
-    cursor = len(CONTEXT)
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    if a.snippet in (None, "all"):
+        snippets = dict(SNIPPETS)
+    elif a.snippet in SNIPPETS:
+        snippets = {a.snippet: SNIPPETS[a.snippet]}
+    else:
+        snippets = {"text": a.snippet.replace("\\n", "\n")}
     # Warm-up: the first request loads the model; it is not counted.
+    warm = "file:///editing_session_warm.py"
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=warm, language_id="python", version=1, text=CONTEXT + SUFFIX)))
     await client.protocol.send_request_async("editEngine/infill", {
-        "textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}, "maxTokens": 1})
+        "textDocument": {"uri": warm}, "position": {"line": 0, "character": 0}, "maxTokens": 1})
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=warm)))
     startup_ms = (time.perf_counter() - t0) * 1e3
 
     records: list[dict[str, Any]] = []
     pending: dict[str, asyncio.Future[Any]] = {}
-    previous: str | None = None
-    version = 1
-    snippet = a.snippet.replace("\\n", "\n") if a.snippet else SNIPPET
 
-    async def ask(rid: str, pos: types.Position, sent: float, keystroke: int) -> None:
+    async def ask(rid: str, uri: str, pos: types.Position, sent: float, keystroke: int, now: str, at: int,
+                  target: str) -> None:
         rec: dict[str, Any] = {"id": rid, "keystroke": keystroke}
         typed = sent
         if a.debounce_ms:  # the editor waits this long after the keystroke before it asks
@@ -143,6 +183,8 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
             rec["outcome"] = "ok"
             items = getattr(result, "items", None) or []
             rec["chars"] = len(items[0].insert_text) if items else 0
+            if items:
+                rec.update(judge(now, at, items[0], target))
         except JsonRpcException as e:
             rec["outcome"] = {-32800: "cancelled", -32801: "stale"}.get(e.code, f"error {e.code}")
         done = time.perf_counter()
@@ -159,23 +201,39 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
         records.append(rec)
 
     t_typing = time.perf_counter()
-    for i, ch in enumerate(snippet):
-        pos = position(text, cursor)
-        text = text[:cursor] + ch + text[cursor:]
-        cursor += 1
-        version += 1
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=ch)]))
-        if previous is not None and not pending[previous].done():
-            client.protocol.notify("$/cancelRequest", types.CancelParams(id=previous))
-        rid = f"k{i}"
-        pending[rid] = asyncio.ensure_future(ask(rid, position(text, cursor), time.perf_counter(), i))
-        previous = rid
-        if a.wait:
-            await pending[rid]
-        elif a.interval_ms:
-            await asyncio.sleep(a.interval_ms / 1e3)  # the simulated typist's pace, not synchronisation
+    keystroke = 0
+    for name, snippet in snippets.items():
+        # Each snippet is typed into a document of its own, closed afterwards (so no other open document
+        # offers the server text to copy).
+        uri = f"file:///editing_session_{name}.py"
+        text = CONTEXT + SUFFIX
+        cursor = len(CONTEXT)
+        version = 1
+        target = CONTEXT + snippet + SUFFIX  # the document once the snippet is typed
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)))
+        previous: str | None = None
+        for ch in snippet:
+            pos = position(text, cursor)
+            text = text[:cursor] + ch + text[cursor:]
+            cursor += 1
+            version += 1
+            client.text_document_did_change(types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=ch)]))
+            if previous is not None and not pending[previous].done():
+                client.protocol.notify("$/cancelRequest", types.CancelParams(id=previous))
+            rid = f"k{keystroke}"
+            pending[rid] = asyncio.ensure_future(ask(rid, uri, position(text, cursor), time.perf_counter(),
+                                                     keystroke, text, cursor, target))
+            previous = rid
+            keystroke += 1
+            if a.wait:
+                await pending[rid]
+            elif a.interval_ms:
+                await asyncio.sleep(a.interval_ms / 1e3)  # the simulated typist's pace, not synchronisation
+        await asyncio.gather(*pending.values())
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
     await asyncio.gather(*pending.values())
     typing_s = time.perf_counter() - t_typing
     await client.shutdown_async(None)
@@ -189,11 +247,13 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
     for r in records:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     model_run = [r for r in ok if r.get("nfe")]
+    shown = [r for r in ok if r.get("chars")]
     stages: dict[str, float | None] = {}
     for key in sorted({k for r in model_run for k in r.get("stages", {})}):
         stages[key] = percentile([r["stages"].get(key, 0.0) for r in model_run], 50)
     return {
-        "model": a.model or "(packaged)", "keystrokes": len(snippet), "interval_ms": a.interval_ms,
+        "model": a.model or "(packaged)", "snippets": list(snippets), "keystrokes": keystroke,
+        "interval_ms": a.interval_ms,
         "wait": a.wait, "threads": a.threads, "startup_ms": round(startup_ms, 1), "typing_s": round(typing_s, 2),
         "outcomes": outcomes,
         "debounce_ms": a.debounce_ms,
@@ -202,6 +262,11 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
                               "p95": percentile([r["from_keystroke_ms"] for r in ok], 95)},
         "first_pass_ms": {"n": len(ttfp), "p50": percentile(ttfp, 50), "p95": percentile(ttfp, 95)},
         "passes_per_answer": {"p50": percentile([float(r["passes"]) for r in ok], 50)},
+        # What the suggestions were worth: shown (non-empty), right (accepting it whole leaves text the typist
+        # goes on to type), and the characters typed for the typist (the agreeing prefix of each suggestion).
+        "suggestions": {"shown": len(shown), "right": sum(bool(r.get("right")) for r in shown),
+                        "right_model_run": sum(bool(r.get("right")) for r in model_run),
+                        "useful_chars": sum(r.get("useful", 0) for r in shown)},
         # Answers that ran the model (nfe > 0), apart from those answered without it (typing through a fill, a
         # copy): their latency, first pass and stage medians (server side, ms).
         "model_run": {"n": len(model_run),
@@ -234,6 +299,9 @@ def table(r: dict[str, Any]) -> str:
     for name, s in rows:
         out.append(f"{name:28} {s['n']:5d} {f(s['p50'])} {f(s['p95'])}")
     out.append(f"passes per answer, p50: {f(r['passes_per_answer']['p50']).strip()}")
+    sg = r["suggestions"]
+    out.append(f"suggestions shown {sg['shown']}, right {sg['right']} ({sg['right_model_run']} of them model-run), "
+               f"characters typed for the typist {sg['useful_chars']}")
     m = r["model_run"]
     out.append(f"{'model-run answers (nfe > 0)':28} {m['n']:5d} {f(m['latency_ms']['p50'])} {f(m['latency_ms']['p95'])}")
     out.append(f"{'  their first pass':28} {m['n']:5d} {f(m['first_pass_ms']['p50'])} {f(m['first_pass_ms']['p95'])}")
@@ -253,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="wait this long after each keystroke before asking, as editors do (the server may start "
                         "on the keystroke: startOnKeystroke); 'keystroke to answer' counts from the keystroke")
     p.add_argument("--early", action="store_true", help="startOnKeystroke on in the server")
-    p.add_argument("--snippet", help="text to type (\\n for newlines; default: a small function)")
+    p.add_argument("--typing-repair-rounds", type=int, help="typingRepairRounds setting for the server")
+    p.add_argument("--snippet", help=f"what to type: one of {', '.join(SNIPPETS)}, 'all' (the default: each in "
+                   "a document of its own) or literal text (\\n for newlines)")
     p.add_argument("--log-file", help="server log file")
     p.add_argument("--json", "--out", dest="json", metavar="PATH",
                    help="write the JSON report here (--out: the same; default: nothing is written)")

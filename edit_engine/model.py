@@ -139,8 +139,15 @@ class Block(nn.Module):
         self.w2 = nn.Linear(f, d, bias=False)
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.w13(x).chunk(2, dim=-1)
-        return self.w2(F.silu(gate) * up)
+        gate, up = project(self.w13, x).chunk(2, dim=-1)
+        return project(self.w2, F.silu(gate) * up)
+
+
+def project(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A block's projection: ``kernels.linear`` on a float layer's weight, the int8 layer itself once quantized."""
+    if isinstance(layer, nn.Linear):
+        return kernels.linear(x, layer.weight)
+    return layer(x)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -228,7 +235,7 @@ class DiffusionLM(nn.Module):
         applied to q and k."""
         bsz, t, _ = x.shape
         h, hd = self.cfg.n_heads, self.cfg.head_dim
-        q, k, v = b.wqkv(x).view(bsz, t, 3, h, hd).unbind(2)  # each (B, T, H, hd)
+        q, k, v = project(b.wqkv, x).view(bsz, t, 3, h, hd).unbind(2)  # each (B, T, H, hd)
         q, k = kernels.apply_rotary(q, k, rot[0], rot[1])
         return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
@@ -248,7 +255,7 @@ class DiffusionLM(nn.Module):
         rot = (cos.to(x.dtype), sin.to(x.dtype))
         for i, b in enumerate(blocks):
             q, k, v = self._qkv(b, h, rot)
-            a = b.wo(attend(i, q, k, v).transpose(1, 2).reshape(x.shape))
+            a = project(b.wo, attend(i, q, k, v).transpose(1, 2).reshape(x.shape))
             h, res = kernels.add_rms_norm(res, a, b.mlp_norm, eps)
             h, res = kernels.add_rms_norm(res, b.mlp(h), norms[i], eps)
         return h
@@ -257,7 +264,7 @@ class DiffusionLM(nn.Module):
         """Tied output head: (..., D) -> (..., V)."""
         if self.int8_head is not None:
             return self.int8_head(h)
-        return F.linear(h, self.embed.weight)
+        return kernels.linear(h, self.embed.weight)
 
     @property
     def tied_head(self) -> torch.Tensor | None:

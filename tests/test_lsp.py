@@ -201,6 +201,27 @@ async def test_inline_completion_matches_the_engine(session: Session, tiny: Engi
     assert session.client.protocol._converter.unstructure(item.range) == rng(DOC, expected.start, expected.end)
 
 
+async def test_a_fill_asked_while_typing_runs_the_typing_repair_rounds(session: Session, tiny: Engine) -> None:
+    """An automatic inline completion (asked while typing) runs ``typingRepairRounds`` repair rounds (0 by
+    default: the fill is checked and cut to its longest prefix that parses); an invoked one runs the full
+    repair. The tiny model's fill here breaks the parse, so the two differ in forward passes."""
+    uri = "file:///typing.py"
+    session.open(uri, DOC)
+    kinds = types.InlineCompletionTriggerKind
+    nfe = {}
+    for kind, repair in ((kinds.Automatic, 0), (kinds.Invoked, True)):
+        expected = tiny.complete(DOC, CURSOR, repair=repair)
+        rid = session.next_id()
+        result = await session.request("textDocument/inlineCompletion", types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=pos(DOC, CURSOR),
+            context=types.InlineCompletionContext(trigger_kind=kind)), rid)
+        final = session.passes[rid][-1]
+        assert final["final"] and final["nfe"] == expected.nfe, (kind, final, expected)
+        assert [i.insert_text for i in result.items] == ([expected.text] if expected.text else [])
+        nfe[kind] = expected.nfe
+    assert nfe[kinds.Automatic] < nfe[kinds.Invoked]
+
+
 async def test_dtype_flag_reaches_the_engine(tmp_path: Path, tiny_checkpoint: Path) -> None:
     """``edit-engine lsp --dtype bf16``: the server's model computes in bf16 and answers as a bf16 engine does."""
     s = await start(tmp_path, {"modelPath": str(tiny_checkpoint)}, args=("--dtype", "bf16"))

@@ -156,10 +156,10 @@ def test_logging_defaults_keep_stderr_for_warnings() -> None:
 
 def test_settings_defaults_and_valid_values(tmp_path: Path) -> None:
     s, warnings = parse({"modelPath": str(tmp_path), "maxTokens": 12, "threshold": 0.5, "streamPasses": True,
-                         "minCommit": 2, "spread": 3, "floorRamp": 1})
+                         "minCommit": 2, "spread": 3, "floorRamp": 1, "typingRepairRounds": 2})
     assert warnings == []
     assert s == Settings(model_path=str(tmp_path), max_tokens=12, threshold=0.5, stream_passes=True, min_commit=2,
-                         spread=3, floor_ramp=1)
+                         spread=3, floor_ramp=1, typing_repair_rounds=2)
     assert s.overrides() == {"threshold": 0.5, "min_commit": 2, "spread": 3, "floor_ramp": 1}
     assert parse({"spread": True})[0].spread == 1 and parse({"spread": False})[0].spread == 0
     assert parse(None) == (Settings(), [])
@@ -173,15 +173,15 @@ def test_settings_nested_section_and_partial_update() -> None:
 
 
 def test_invalid_settings_fall_back_to_defaults_with_a_warning(tmp_path: Path) -> None:
-    base = Settings(max_tokens=9, threshold=0.3, stream_passes=True)
+    base = Settings(max_tokens=9, threshold=0.3, stream_passes=True, typing_repair_rounds=1)
     s, warnings = parse({"modelPath": str(tmp_path / "missing"), "maxTokens": 0, "threshold": float("nan"),
                          "streamPasses": 1, "typo": 3, "minCommit": 0, "spread": 9, "remask": 0.5,
-                         "floorRamp": -1}, base)
+                         "floorRamp": -1, "typingRepairRounds": 3}, base)
     assert s == Settings()
-    assert len(warnings) == 9  # remask: a setting measurements rejected, now unknown
+    assert len(warnings) == 10  # remask: a setting measurements rejected, now unknown
     assert all(any(k in w for w in warnings)
                for k in ("modelPath", "maxTokens", "threshold", "streamPasses", "typo", "minCommit", "spread",
-                         "remask", "floorRamp"))
+                         "remask", "floorRamp", "typingRepairRounds"))
     assert parse([1, 2], base)[0] == base and len(parse([1, 2], base)[1]) == 1
 
 
@@ -192,7 +192,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st
 
 @settings(max_examples=100, deadline=None)
 @given(st.dictionaries(st.sampled_from(["modelPath", "maxTokens", "threshold", "streamPasses", "minCommit", "spread",
-                                        "remask", "floorRamp", "other"]),
+                                        "remask", "floorRamp", "typingRepairRounds", "other"]),
                        JSON))
 def test_any_json_gives_valid_settings(options: dict[str, Any]) -> None:
     s, warnings = parse(options)
@@ -202,6 +202,7 @@ def test_any_json_gives_valid_settings(options: dict[str, Any]) -> None:
     assert s.spread is None or (type(s.spread) is int and 0 <= s.spread <= 8)
     assert s.floor_ramp is None or (type(s.floor_ramp) is int and s.floor_ramp >= 0)
     assert isinstance(s.stream_passes, bool)
+    assert type(s.typing_repair_rounds) is int and 0 <= s.typing_repair_rounds <= 2
     assert s.model_path is None or Path(s.model_path).is_dir()
     assert len(warnings) <= len(options)
 

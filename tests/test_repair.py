@@ -109,6 +109,26 @@ def test_complete_repairs_within_bounds_and_streams_it(tiny_engine: Engine, text
     assert plain.text == first and plain.nfe == rounds[0].nfe
 
 
+@pytest.mark.parametrize("text,offset", [(DOC, DOC.index("x\n")), ("def f(x):\n    return max()\n", 25)])
+def test_repair_caps_its_rounds(tiny_engine: Engine, text: str, offset: int) -> None:
+    """``repair=N`` runs at most N repair rounds; 0 checks the first round's fill and keeps its longest prefix
+    that parses (no more passes); a bad count is refused."""
+    full = list(tiny_engine.stream_complete(text, offset, "python", max_tokens=16))
+    first = [p for p in full if p.masked == 0][0]
+    plain = tiny_engine.complete(text, offset, "python", max_tokens=16, repair=False)
+    for n in range(repair.MAX_ROUNDS + 1):
+        passes = list(tiny_engine.stream_complete(text, offset, "python", max_tokens=16, repair=n))
+        assert len([p for p in passes if p.masked == 0]) <= 1 + n + 1  # the rounds, then the final pass
+        assert passes[-1].nfe <= full[-1].nfe
+    capped = tiny_engine.complete(text, offset, "python", max_tokens=16, repair=0)
+    assert capped.nfe == first.nfe == plain.nfe and capped.timings["repair"] == 0.0
+    assert first.text.startswith(capped.text)
+    assert _errors("python", text[: capped.start] + capped.text + text[capped.end :]) <= \
+        _errors("python", text[: capped.start] + first.text + text[capped.end :])
+    with pytest.raises(ValueError, match="repair"):
+        tiny_engine.complete(text, offset, "python", repair=-1)
+
+
 def test_rewrite_starts_from_the_selection(tiny_engine: Engine) -> None:
     sel = (DOC.index("y = x"), len(DOC) - 1)
     tok = tiny_engine.tokenizer

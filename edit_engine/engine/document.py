@@ -58,6 +58,7 @@ class DocumentPlan:
     mode: str  # insert | rewrite
     do_repair: bool  # check the fill and run repair rounds when it breaks the parse
     uri: str | None = None
+    max_rounds: int = repair.MAX_ROUNDS  # repair rounds at most (0: check, keep the longest prefix that parses)
     timings: dict[str, float] = field(default_factory=dict)  # ms: parse, plan
     first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take (a header's keyword)
     nfe: int = 0  # forward passes spent planning (the model's choice among ``plan.indents``)
@@ -131,14 +132,26 @@ class DocumentPlan:
         return repair.check(self.doc, self.plan.start, self.plan.end, fill) if self.checks else None
 
 
+def repair_rounds(do_repair: bool | int) -> int:
+    """The most repair rounds a request's ``repair`` argument allows: True, ``repair.MAX_ROUNDS``; False, none
+    (nor a check); a number, that many (0: the fill is checked and cut to its longest prefix that parses)."""
+    if isinstance(do_repair, bool):
+        return repair.MAX_ROUNDS if do_repair else 0
+    if not isinstance(do_repair, int) or do_repair < 0:
+        raise ValueError(f"repair={do_repair!r}; expected true, false or a number of rounds >= 0")
+    return do_repair
+
+
 def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
                   selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
-                  do_repair: bool = True, uri: str | None = None, related: list[str] | None = None,
+                  do_repair: bool | int = True, uri: str | None = None, related: list[str] | None = None,
                   **overrides: Any) -> DocumentPlan:
     """Plan a document request without running it (``Engine.plan_document`` documents the arguments).
-    Raises ValueError (bad mode, document too large, max_tokens < 1)."""
+    ``do_repair``: True, False (no check) or the most repair rounds to run (``repair_rounds``). Raises
+    ValueError (bad mode, document too large, max_tokens < 1, a negative number of rounds)."""
     if mode not in ("insert", "rewrite"):
         raise ValueError(f"mode={mode!r}; expected 'insert' or 'rewrite'")
+    max_rounds = repair_rounds(do_repair)
     t0 = time.perf_counter()
     doc = rt.document(text, language, uri)
     t1 = time.perf_counter()
@@ -160,8 +173,8 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
         pl = dataclasses.replace(pl, indent=indent, lead=indent if pl.lead else "")
         timings["indent"] = (time.perf_counter() - t3) * 1e3
         nfe = 1
-    dp = DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, do_repair, uri, timings,
-                      first, nfe, heal)
+    dp = DocumentPlan(text, doc, pl, text[: pl.start], text[pl.end :], cfg, mode, do_repair is not False, uri,
+                      max_rounds, timings, first, nfe, heal)
     if cfg.novel_penalty > 0 and pl.code:
         ids = rt.context_ids(dp.model_prefix, dp.model_suffix)
         words = _analysed_words(rt, text, pl.start, language, uri, timings) if mode == "insert" else None

@@ -230,21 +230,21 @@ class Engine:
     # ------------------------------------------------------------------ document + cursor in, edit out
     def stream_complete(self, text: str, offset: int, language: str = "python",
                         selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
-                        should_stop: Callable[[], bool] | None = None, mode: str = "insert", repair: bool = True,
+                        should_stop: Callable[[], bool] | None = None, mode: str = "insert", repair: bool | int = True,
                         uri: str | None = None, related: list[str] | None = None, **overrides: Any) -> Iterator[Pass]:
         """Plan the span at ``offset`` (or rewrite ``selection``) and yield every pass as an edit.
 
         ``mode="rewrite"`` (with a selection) starts from the selection's tokens and re-denoises the least likely
-        ones. ``repair`` re-masks what a fill broke in the parse and runs more passes (streamed too). ``uri`` keeps
-        the document's syntax tree between requests. ``related``: other files' text, searched for copies.
-        """
+        ones. ``repair`` re-masks what a fill broke in the parse and runs more passes (streamed too); a number caps
+        the rounds (0: the fill cut to its longest prefix that parses). ``uri`` keeps the document's syntax tree
+        between requests. ``related``: other files' text, searched for copies."""
         for p, (_, t) in self._document(text, offset, language, selection, max_tokens, seed, should_stop,
                                         overrides, mode, repair, uri, related):
             yield replace(p, timings=t) if p.final else p
 
     def complete(self, text: str, offset: int, language: str = "python",
                  selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
-                 mode: str = "insert", repair: bool = True, uri: str | None = None,
+                 mode: str = "insert", repair: bool | int = True, uri: str | None = None,
                  related: list[str] | None = None, **overrides: Any) -> Completion:
         """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]``."""
         last = deque(self._document(text, offset, language, selection, max_tokens, seed, None, overrides, mode,
@@ -255,7 +255,7 @@ class Engine:
 
     def _document(self, text: str, offset: int, language: str, selection: tuple[int, int] | None,
                   max_tokens: int | None, seed: int, should_stop: Callable[[], bool] | None,
-                  overrides: dict[str, Any], mode: str, do_repair: bool, uri: str | None,
+                  overrides: dict[str, Any], mode: str, do_repair: bool | int, uri: str | None,
                   related: list[str] | None = None, stream: bool = True) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
         """Plan, denoise, post-process, check and repair; yields every pass with (span kind, timings so far).
         ``stream=False``: only the passes that end a round (the caller wants the last one)."""
@@ -269,7 +269,7 @@ class Engine:
 
     def plan_document(self, text: str, offset: int, language: str = "python",
                       selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
-                      repair: bool = True, uri: str | None = None, related: list[str] | None = None,
+                      repair: bool | int = True, uri: str | None = None, related: list[str] | None = None,
                       **overrides: Any) -> DocumentPlan:
         """Plan a document request without running it: parse, choose the span, set the sampler (the arguments
         of ``stream_complete``). Raises ValueError (bad mode, document too large, max_tokens < 1).

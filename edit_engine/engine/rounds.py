@@ -187,7 +187,7 @@ def judge(rt: Runtime, dp: DocumentPlan, st: Rounds, fill: str, stop_reason: str
     timings["parse"] = timings.get("parse", 0.0) + (time.perf_counter() - tp) * 1e3
     if st.best is None or found is not None and found.errors < st.best[1]:
         st.best = (fill, found.errors if found is not None else 0)
-    if found is None or found.errors == 0 or st.rounds >= repair.MAX_ROUNDS \
+    if found is None or found.errors == 0 or st.rounds >= dp.max_rounds \
             or (should_stop is not None and should_stop()):
         return None
     return found

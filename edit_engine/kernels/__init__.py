@@ -15,6 +15,7 @@ from .commit import (
 from .dispatch import backend, triton_available, use_triton
 from .head import head_token_stats, head_token_stats_ref
 from .int8 import Int8Linear, gemm_ok, int8_linear, int8_linear_ref, quantize_weight
+from .matmul import linear, linear_ref
 from .rmsnorm import add_rms_norm, add_rms_norm_ref, rms_norm, rms_norm_ref
 from .rotary import apply_rotary, apply_rotary_ref, rotary_tables
 from .rules import CommitRule, HeadBans, add_logit_bias
@@ -37,6 +38,8 @@ __all__ = [
     "head_token_stats_ref",
     "HeadBans",
     "Int8Linear",
+    "linear",
+    "linear_ref",
     "gemm_ok",
     "int8_linear",
     "int8_linear_ref",

@@ -306,7 +306,8 @@ def start_early(ls: EditEngineServer, doc: Document, offset: int) -> None:
 
 async def _early_fill(ls: EditEngineServer, doc: Document, offset: int) -> Fill | None:
     try:
-        return await _fill(ls, doc, offset, request_id=None, supersede=False)
+        return await _fill(ls, doc, offset, request_id=None, supersede=False,
+                           repair=ls.settings.typing_repair_rounds)
     except (JsonRpcException, ValueError, RuntimeError):  # stale or refused: the request will say so itself
         return None
 
@@ -364,10 +365,12 @@ _REQUEST = object()  # ``_fill``'s default request id: the request being handled
 
 
 async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tuple[int, int] | None = None,
-                max_tokens: int | None = None, request_id: Any = _REQUEST, supersede: bool = True) -> Fill:
+                max_tokens: int | None = None, request_id: Any = _REQUEST, supersede: bool = True,
+                repair: bool | int = True) -> Fill:
     """Run the model at ``offset`` (or over ``selection``) of ``doc``; stream passes if the client asked (and the
     fill belongs to a request: ``request_id`` None streams nothing). ``supersede``: cancel the document's fill in
-    flight; without it, that fill ends by itself after its current pass, as the document changed under it."""
+    flight; without it, that fill ends by itself after its current pass, as the document changed under it.
+    ``repair``: as ``Engine.stream_complete`` takes it (a fill asked while typing runs fewer rounds)."""
     t0 = time.perf_counter()
     if _too_large(doc):
         raise JsonRpcServerError(f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
@@ -385,7 +388,7 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
         # generator plans (parses) on its first pass, so that too runs on the model thread.
         gen = engine.stream_complete(text, offset, language=doc.language, selection=selection,
                                      max_tokens=max_tokens or settings.max_tokens, uri=doc.uri,
-                                     related=related or None, **settings.overrides())
+                                     related=related or None, repair=repair, **settings.overrides())
         last: Pass | None = None
         rng: types.Range | None = None
         json_ms = 0.0  # writing this request's pass notifications
@@ -486,11 +489,14 @@ async def inline_completion(ls: EditEngineServer,
     if _too_large(doc):  # the user was told when the document grew over the limit
         return types.InlineCompletionList(items=[])
     version = doc.version
-    fill = await _early_result(ls, doc, offset)
+    # Asked while typing (not invoked by the user): the fill started on the keystroke may answer it, and it
+    # runs ``typingRepairRounds`` repair rounds.
+    typing = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
+    fill = await _early_result(ls, doc, offset) if typing else None
     if fill is None:
         if doc.version != version or ls.documents.get(doc.uri) is not doc:  # changed while it waited
             raise JsonRpcContentModified(f"{doc.uri} changed while the request ran (version {version})")
-        fill = await _fill(ls, doc, offset)
+        fill = await _fill(ls, doc, offset, repair=ls.settings.typing_repair_rounds if typing else True)
     if not fill.text:
         return types.InlineCompletionList(items=[])
     return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=fill.text, range=fill.range)])

@@ -32,6 +32,10 @@ class Settings:
     # inline completion: the request that follows finds it running or done (``handlers.start_early``). Off by
     # default: a request that takes such a fill gets only its final pass streamed (measured: docs/results.md).
     start_on_keystroke: bool = False
+    # Repair rounds for the fills asked while typing (automatic inline completions, fills started on the
+    # keystroke): the fill is still checked and cut to its longest prefix that parses. Explicit requests run the
+    # engine's full repair. 0: measured as fast and as right while typing (docs/results.md).
+    typing_repair_rounds: int = 0
 
     def overrides(self) -> dict[str, Any]:
         """Sampler overrides for ``Engine.stream_complete`` (only the ones that are set)."""
@@ -61,6 +65,14 @@ def _max_tokens(v: Any) -> int | None:
     return v
 
 
+def _rounds(v: Any) -> int:
+    from edit_engine.repair import MAX_ROUNDS
+
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_ROUNDS:
+        raise ValueError(f"expected an integer from 0 to {MAX_ROUNDS}")
+    return v
+
+
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
         raise ValueError("expected true or false")
@@ -85,6 +97,7 @@ def _keys() -> dict[str, tuple[str, Callable[[Any], Any]]]:
         "maxTokens": ("max_tokens", _max_tokens),
         "streamPasses": ("stream_passes", _bool),
         "startOnKeystroke": ("start_on_keystroke", _bool),
+        "typingRepairRounds": ("typing_repair_rounds", _rounds),
     }
     keys.update({SETTINGS[n].key: (n, _optional(n)) for n in SAMPLER_KEYS})
     return keys

@@ -466,8 +466,9 @@ local function reconcile(bufnr)
   return nil
 end
 
---- Ask the server for an inline completion at the cursor. Returns the request id, or nil.
-function M.trigger(bufnr)
+--- Ask the server for an inline completion at the cursor. `automatic`: asked while typing (the auto mode), not
+--- by the user; the server may then answer faster with fewer repair rounds. Returns the request id, or nil.
+function M.trigger(bufnr, automatic)
   bufnr = resolve(bufnr)
   local client = client_for(bufnr)
   if not client then
@@ -475,7 +476,7 @@ function M.trigger(bufnr)
   end
   M.cancel(bufnr)
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
-  params.context = { triggerKind = 1 } -- Invoked
+  params.context = { triggerKind = automatic and 2 or 1 } -- Automatic or Invoked
   local st = { client_id = client.id, version = vim.lsp.util.buf_versions[bufnr], passes = 0, masked = 0 }
   st.cursor = cursor_of(bufnr)
   snapshot(bufnr, st)
@@ -864,7 +865,7 @@ local function on_attach(bufnr)
         if st and st.tick == api.nvim_buf_get_changedtick(bufnr) then
           return -- already asked (or shown) for this text
         end
-        M.trigger(bufnr)
+        M.trigger(bufnr, true)
       end))
     end,
   })
