@@ -167,6 +167,9 @@ class ContextCache:
     # Kept by ``DiffusionLM.edit_context`` (batch of one), which may also leave spare rows after the canvas:
     prefix_len: int = -1  # prefix rows [0, prefix_len), suffix rows [prefix_len, ctx_len); -1: not tracked
     suffix_k: list[torch.Tensor] | None = None  # per layer (1, H, S, hd): the suffix keys before rotation
+    # (keep, tokens): prefix rows [keep, keep + len(tokens)) not computed yet; the next canvas pass computes them
+    # with the canvas (``DiffusionLM.edit_context(defer=True)``, ``canvas_hidden``).
+    pending: tuple[int, list[int]] | None = None
 
     @property
     def batch(self) -> int:
@@ -178,6 +181,8 @@ class ContextCache:
         most); this cache is left as it was."""
         if self.batch != 1:
             raise ValueError("repeat takes a batch-of-one context")
+        if self.pending is not None:
+            raise ValueError("repeat needs every context row computed (a deferred append is pending)")
         L = self.ctx_len
         pad = torch.zeros(rows, self.k[0].shape[1], capacity, self.k[0].shape[3], device=self.k[0].device,
                           dtype=self.k[0].dtype)
@@ -365,6 +370,8 @@ class DiffusionLM(nn.Module):
         bsz, c = canvas.shape
         if c > cache.capacity:
             raise ValueError(f"canvas of {c} slots exceeds the cache's capacity {cache.capacity}")
+        if cache.pending is not None:
+            return _pending_and_canvas(self, canvas, cache)
         L = cache.ctx_len
         pos = cache.canvas_start.unsqueeze(-1) + torch.arange(c, device=canvas.device)  # (B, C)
         valid = cache.key_valid[:, : L + c]
@@ -378,19 +385,15 @@ class DiffusionLM(nn.Module):
 
     # ------------------------------------------------------------------ incremental context (batch of one)
     @torch.no_grad()
-    def edit_context(
-        self,
-        cache: ContextCache,
-        keep: int,
-        append: list[int],
-        suffix: list[int] | None = None,
-        capacity: int | None = None,
-    ) -> torch.Tensor:
+    def edit_context(self, cache: ContextCache, keep: int, append: list[int], suffix: list[int] | None = None,
+                     capacity: int | None = None, defer: bool = False) -> torch.Tensor:
         """Edit a batch-of-one context cache in place: keep its first ``keep`` prefix tokens, append
         ``append`` after them, and either move the suffix behind the new prefix (``suffix=None``) or replace
         it with ``suffix`` (token ids, recomputed). ``capacity`` raises the canvas room. Returns the final
         hidden states of the appended tokens, (1, n, D): for a causal LM, the features that predict the next
-        token.
+        token. ``defer``: leave the appended rows pending (``ContextCache.pending``; returns (1, 0, D)): the
+        next canvas pass computes them with the canvas, in one forward instead of two (what a keystroke's
+        first pass waits for). A pending append left by an earlier edit is folded into this one.
 
         Exact, by the layout: a prefix key depends only on the prefix tokens up to it (causal), so rows
         [0, keep) stay valid whatever follows them, and the appended rows attend causally to the kept and
@@ -413,6 +416,7 @@ class DiffusionLM(nn.Module):
         p_old, s_old = cache.prefix_len, cache.ctx_len - cache.prefix_len
         if not 0 <= keep <= p_old:
             raise ValueError(f"keep={keep} outside the cached prefix of {p_old} tokens")
+        keep, append = _fold_pending(cache, keep, append)
         n = len(append)
         p_new = keep + n
         s_new = s_old if suffix is None else len(suffix)
@@ -426,7 +430,9 @@ class DiffusionLM(nn.Module):
                 cache.v[i][:, :, p_new : p_new + s_old] = cache.v[i][:, :, p_old : p_old + s_old].clone()
                 cache.k[i][:, :, p_new : p_new + s_old] = self._rotate(cache.suffix_k[i], pos)
         h = torch.zeros(1, 0, self.cfg.d_model, device=dev, dtype=self.embed.weight.dtype)
-        if n:
+        if n and defer:
+            cache.pending = (keep, list(append))
+        elif n:
             x = self.embed(torch.tensor([append], device=dev))  # (1, n, D)
             pos = torch.arange(keep, p_new, device=dev).unsqueeze(0)  # (1, n)
             causal = torch.arange(p_new, device=dev).unsqueeze(0) <= pos.transpose(0, 1)  # (n, P_new)
@@ -486,6 +492,46 @@ class DiffusionLM(nn.Module):
         kt = k.transpose(1, 2)  # (1, T, H, hd)
         _, out = kernels.apply_rotary(kt, kt, cos.to(k.dtype), sin.to(k.dtype))
         return out.transpose(1, 2)
+
+
+def _pending_and_canvas(model: DiffusionLM, canvas: torch.Tensor, cache: ContextCache) -> torch.Tensor:
+    """``canvas_hidden`` when prefix rows are pending: one forward over those rows and the canvas. A pending
+    row attends causally to the prefix (as ``edit_context`` would have run it); a canvas row to every context
+    row and the canvas (as ``canvas_hidden``): each row's arithmetic is what the two passes would do, in one
+    pass's worth of per-op overhead. Returns the canvas rows' hidden states."""
+    assert cache.pending is not None
+    keep, toks = cache.pending
+    n, c, L = len(toks), canvas.shape[1], cache.ctx_len
+    dev = canvas.device
+    x = model.embed(torch.cat([torch.tensor([toks], device=dev), canvas], 1))  # (1, n + C, D)
+    pos = torch.cat([torch.arange(keep, keep + n, device=dev),
+                     cache.canvas_start[0] + torch.arange(c, device=dev)]).unsqueeze(0)
+    keys = torch.arange(L + c, device=dev)
+    mask = torch.cat([keys.unsqueeze(0) <= pos[0, :n].unsqueeze(1),  # pending rows: causal in the prefix
+                      cache.key_valid[:, : L + c].expand(c, -1)])  # canvas rows: every valid key
+    mask = mask.view(1, 1, n + c, L + c)
+
+    def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        cache.k[i][:, :, keep : keep + n] = k[:, :, :n]
+        cache.v[i][:, :, keep : keep + n] = v[:, :, :n]
+        cache.k[i][:, :, L : L + c] = k[:, :, n:]
+        cache.v[i][:, :, L : L + c] = v[:, :, n:]
+        return F.scaled_dot_product_attention(q, cache.k[i][:, :, : L + c], cache.v[i][:, :, : L + c],
+                                              attn_mask=mask)
+
+    h = model._run(x, pos, attend)
+    cache.pending = None
+    return h[:, n:]
+
+
+def _fold_pending(cache: ContextCache, keep: int, append: list[int]) -> tuple[int, list[int]]:
+    """An edit of a cache with a pending append: the rows to (re)compute, from where, so that the pending
+    rows it keeps are computed too; clears ``pending``."""
+    if cache.pending is None:
+        return keep, append
+    k0, toks0 = cache.pending
+    cache.pending = None
+    return (k0, toks0[: keep - k0] + list(append)) if keep > k0 else (keep, append)
 
 
 def _reserve(cache: ContextCache, rows: int) -> None:

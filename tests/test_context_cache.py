@@ -82,6 +82,41 @@ def test_many_edits_in_a_row_do_not_drift(tiny_model: DiffusionLM, seed: int,
     _assert_same(tiny_model, cache, want, "after the edits")
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), edits=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 5), st.booleans()),
+                                                   min_size=1, max_size=8), new_suffix=st.booleans())
+def test_deferred_edits_are_computed_with_the_next_canvas_pass(tiny_model: DiffusionLM, seed: int,
+                                                               edits: list[tuple[int, int, bool]],
+                                                               new_suffix: bool) -> None:
+    """``edit_context(defer=True)`` leaves the appended rows pending; the next canvas pass computes them with the
+    canvas (one forward): its logits and then every context row equal a full encode's. Edits in a row fold a
+    pending append into the next one, whether or not a pass ran between them; a pending cache cannot be
+    repeated."""
+    v = tiny_model.cfg.vocab_size
+    prefix, suffix = _ids(seed, 30, v), _ids(seed + 1, 20, v)
+    cache = tiny_model.encode_context([prefix], [suffix], capacity=8)
+    canvas = torch.tensor([[1, 1, 7, 1, 9, 1, 1, 11]])
+    for i, (drop, add, run) in enumerate(edits):
+        keep = max(0, len(prefix) - drop)
+        tail = _ids(seed + 10 + i, add, v)
+        last = i == len(edits) - 1
+        replaced = _ids(seed + 5, 7, v) if last and new_suffix else None
+        h = tiny_model.edit_context(cache, keep, tail, replaced, defer=True)
+        assert h.shape[1] == 0 and (add == 0 or cache.pending is not None)
+        prefix, suffix = prefix[:keep] + tail, replaced or suffix
+        if run and not last:
+            tiny_model.canvas_logits(canvas, cache)
+            assert cache.pending is None
+    want = tiny_model.encode_context([prefix], [suffix], capacity=8)
+    if cache.pending is not None:
+        with pytest.raises(ValueError, match="pending"):
+            cache.repeat(2, 8)
+    torch.testing.assert_close(tiny_model.canvas_logits(canvas, cache), tiny_model.canvas_logits(canvas, want),
+                               atol=ATOL, rtol=RTOL)
+    assert cache.pending is None
+    _assert_same(tiny_model, cache, want, "after deferred edits")
+
+
 def test_extend_prefix_from_empty_grows_the_buffers(tiny_model: DiffusionLM) -> None:
     """Token-by-token extension (AR decoding) from an empty cache, past the spare rows of several growths."""
     ids = _ids(5, 200, tiny_model.cfg.vocab_size)

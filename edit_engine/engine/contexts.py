@@ -162,9 +162,11 @@ class ContextStore:
 
     @contextlib.contextmanager
     def encoded(self, model: Any, key: Hashable, p_ids: list[int], s_ids: list[int],
-                capacity: int) -> Iterator[ContextCache]:
+                capacity: int, defer: bool = False) -> Iterator[ContextCache]:
         """The encoded context of a request, from the document's entry when one is kept; the request owns it
-        until the ``with`` block ends, then it goes back to the store."""
+        until the ``with`` block ends, then it goes back to the store. ``defer``: new prefix tokens of a kept
+        entry are left for the first canvas pass to compute (``DiffusionLM.edit_context``); only for callers
+        whose every use of the cache is a canvas pass."""
         if not self.usable(model):
             yield model.encode_context([p_ids], [s_ids], capacity=capacity)
             return
@@ -175,7 +177,7 @@ class ContextStore:
             same_suffix = entry.suffix_ids == s_ids
         if entry is not None and (keep or (same_suffix and s_ids)):
             hit = keep == len(entry.prefix_ids) == len(p_ids) and same_suffix
-            model.edit_context(entry.cache, keep, p_ids[keep:], None if same_suffix else s_ids, capacity)
+            model.edit_context(entry.cache, keep, p_ids[keep:], None if same_suffix else s_ids, capacity, defer)
             entry.prefix_ids, entry.suffix_ids = list(p_ids), list(s_ids)
             reused = keep + (len(s_ids) if same_suffix else 0)
             self.count("hits" if hit else "partial", reused, len(p_ids) + len(s_ids) - reused)

@@ -62,7 +62,8 @@ def document_passes(rt: Runtime, dp: DocumentPlan, seed: int, should_stop: Calla
     if not rt.canvas:  # one round: no rewrite scoring and no repair rounds (they re-mask a canvas)
         yield from _one_round(rt, dp, p_ids, s_ids, doc_key, should_stop, timings, stream)
         return
-    with rt.contexts.encoded(rt.model, doc_key, p_ids, s_ids, cfg.max_tokens) as cache:
+    # The new prefix tokens are computed with the first canvas pass (``defer``): one forward, not two.
+    with rt.contexts.encoded(rt.model, doc_key, p_ids, s_ids, cfg.max_tokens, defer=True) as cache:
         t4 = time.perf_counter()
         timings["context"] = timings.get("context", 0.0) + (t4 - t3) * 1e3
         st = Rounds(nfe=dp.nfe)  # the planning pass, when the model chose the indentation
