@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,35 @@ def test_a_changed_file_is_read_again_and_others_come_from_the_cache(tmp_path: P
     st = sib.stat()
     os.utime(sib, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later modification time
     assert ws.siblings(main.as_uri(), "python", set())[0][1] == "newer = 2\n"
+
+
+def test_an_unchanged_folder_is_listed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder's listing is kept while its modification time stays and is older than ``SETTLE_NS`` when
+    listed; a folder that changed since (an added file) or just changed is listed again."""
+    main = write(tmp_path / "main.py", "x = 1\n")
+    write(tmp_path / "a.py", "a = 1\n")
+    scans: list[str] = []
+    scandir = os.scandir
+    monkeypatch.setattr(workspace.os, "scandir", lambda p: scans.append(str(p)) or scandir(p))
+
+    def settle(seconds_ago: float) -> None:
+        t = time.time_ns() - int(seconds_ago * 1e9)
+        os.utime(tmp_path, ns=(t, t))
+
+    ws = Workspace()
+    settle(10)
+    assert [path_of(u) for u, _ in ws.siblings(main.as_uri(), "python", set())] == [tmp_path / "a.py"]
+    assert [path_of(u) for u, _ in ws.siblings(main.as_uri(), "python", set())] == [tmp_path / "a.py"]
+    assert len(scans) == 1
+    write(tmp_path / "bb.py", "b = 22\n")
+    settle(5)  # a later modification time than the one listed
+    assert [path_of(u) for u, _ in ws.siblings(main.as_uri(), "python", set())] == [tmp_path / "bb.py",
+                                                                                  tmp_path / "a.py"]
+    assert len(scans) == 2
+    settle(0)  # changed just now: a listing taken now is not trusted next time
+    ws.siblings(main.as_uri(), "python", set())
+    ws.siblings(main.as_uri(), "python", set())
+    assert len(scans) == 4
 
 
 def test_only_file_uris_have_siblings(tmp_path: Path) -> None:
