@@ -4,8 +4,8 @@ On the CPU in float32, a pass over a canvas of a few rows reads every weight onc
 it: it is bound by how fast the weights stream from memory. ``F.linear`` hands the weight to the BLAS as the
 transposed right operand, which it packs before use; computing the transpose of the product,
 ``weight @ x.T``, streams the weight as the left operand instead. Measured on a 2-core AVX2 EPYC, the packaged
-model's canvas pass (projections, attention, head) at two threads: 0.68-0.91x the time with ``F.linear`` for
-canvases of 4 to 64 slots; at one thread 0.69-0.83x up to 8 slots, even from 16 on. A context of 64 rows or
+model's canvas pass (projections, attention, head) at two threads: 0.55-0.91x the time with ``F.linear`` for
+canvases of 4 to 32 slots; at one thread 0.69-0.83x up to 8 slots, even from 16 on. A context of 64 rows or
 more encodes faster with ``F.linear`` (1.1-1.4x), hence ``MAX_ROWS`` (docs/results.md). ``linear_ref``
 (``F.linear``) is the twin and the path everywhere else (GPUs, other dtypes, autograd, many rows).
 """
