@@ -266,19 +266,26 @@ def test_large_documents_do_not_stall_the_event_loop(packaged_engine: Engine) ->
     with serving(packaged_engine) as srv:
         pinger = subprocess.Popen([sys.executable, "-c", PINGER, srv.url], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
-        assert pinger.stdin is not None and pinger.stdout is not None
-        alone = float(pinger.stdout.readline())
-        load = subprocess.Popen([sys.executable, "-c", BIG_LOAD, srv.url, srv.ws_url, rpc.INFILL],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert load.stdout is not None
-        assert load.stdout.readline().strip() == "sending"
-        pinger.stdin.write("start\n")
-        pinger.stdin.flush()
-        assert load.wait() == 0, load.stdout.read()
-        pinger.stdin.write("stop\n")
-        pinger.stdin.flush()
-        worst, pings = (float(x) for x in pinger.stdout.readline().split())
-        assert pinger.wait() == 0
+        load: subprocess.Popen[str] | None = None
+        try:
+            assert pinger.stdin is not None and pinger.stdout is not None
+            alone = float(pinger.stdout.readline())
+            load = subprocess.Popen([sys.executable, "-c", BIG_LOAD, srv.url, srv.ws_url, rpc.INFILL],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            assert load.stdout is not None
+            assert load.stdout.readline().strip() == "sending"
+            pinger.stdin.write("start\n")
+            pinger.stdin.flush()
+            assert load.wait() == 0, load.stdout.read()
+            pinger.stdin.write("stop\n")
+            pinger.stdin.flush()
+            worst, pings = (float(x) for x in pinger.stdout.readline().split())
+            assert pinger.wait() == 0
+        finally:  # a failed step leaves no client process behind
+            for proc in (pinger, load):
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     assert pings >= 3, f"only {pings:.0f} pings while the load ran"
     assert worst < STALL_LIMIT_S, (f"/healthz took {worst * 1e3:.0f} ms under load ({alone * 1e3:.1f} ms alone; "
                                    f"load average {os.getloadavg()[0]:.1f})")
