@@ -426,9 +426,12 @@ class DiffusionLM(nn.Module):
         if suffix is None and s_old and p_new != p_old:  # move: values copied, keys re-rotated from unrotated
             assert cache.suffix_k is not None
             pos = p_new + mc + torch.arange(s_old, device=dev).unsqueeze(0)  # (1, S)
+            # Every layer's keys in one rotation, every layer's values in one copy (the rows may overlap).
+            keys = self._rotate(torch.cat(cache.suffix_k), pos)
+            values = torch.cat([v[:, :, p_old : p_old + s_old] for v in cache.v])
             for i in range(len(cache.k)):
-                cache.v[i][:, :, p_new : p_new + s_old] = cache.v[i][:, :, p_old : p_old + s_old].clone()
-                cache.k[i][:, :, p_new : p_new + s_old] = self._rotate(cache.suffix_k[i], pos)
+                cache.v[i][:, :, p_new : p_new + s_old] = values[i : i + 1]
+                cache.k[i][:, :, p_new : p_new + s_old] = keys[i : i + 1]
         h = torch.zeros(1, 0, self.cfg.d_model, device=dev, dtype=self.embed.weight.dtype)
         if n and defer:
             cache.pending = (keep, list(append))
@@ -485,7 +488,7 @@ class DiffusionLM(nn.Module):
             cache.suffix_k = [self._rotate(k[:, :, p : p + s], pos, inverse=True) for k in cache.k]
 
     def _rotate(self, k: torch.Tensor, pos: torch.Tensor, inverse: bool = False) -> torch.Tensor:
-        """Rotary on keys laid out (1, H, T, hd) at positions (1, T); ``inverse`` undoes it."""
+        """Rotary on keys laid out (N, H, T, hd) at positions (1, T); ``inverse`` undoes it."""
         cos, sin = kernels.rotary_tables(pos, self.cfg.head_dim, self.cfg.rope_theta)  # (1, T, hd/2)
         if inverse:
             sin = -sin
