@@ -11,11 +11,27 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .engine import Completion, Engine, InfillResult, Pass
-from .sampler import SamplerConfig
+if TYPE_CHECKING:
+    from .engine import Completion, Engine, InfillResult, Pass
+    from .sampler import SamplerConfig
+
+# The public names are imported on first use (PEP 562): the command's modules live in this package, and
+# ``edit-engine --help`` or a usage error should not wait for torch.
+_LAZY = {"Completion": ".engine", "Engine": ".engine", "InfillResult": ".engine", "Pass": ".engine",
+         "SamplerConfig": ".sampler"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Completion", "Engine", "InfillResult", "Pass", "SamplerConfig", "default_engine", "infill"]
 __version__ = "0.1.0"
@@ -26,6 +42,8 @@ _default_lock = threading.Lock()
 
 def default_engine() -> Engine:
     """The packaged model, loaded once on first use."""
+    from .engine import Engine
+
     global _default
     with _default_lock:
         if _default is None:

@@ -1,5 +1,5 @@
 """What the subcommands share: the usage error, ``--dtype``, and the sampler flags, made from the one definition
-of each sampler setting (``sampler.SETTINGS``: flag, type, range and help)."""
+of each sampler setting (``sampler_settings.SETTINGS``: flag, type, range and help)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def add_dtype_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _setting_type(name: str) -> Callable[[str], Any]:
-    from .sampler import SETTINGS
+    from .sampler_settings import SETTINGS
 
     def parse(text: str) -> Any:
         try:
@@ -63,7 +63,7 @@ SAMPLER_FLAGS = ("threshold", "min_commit", "spread", "floor_ramp", "pad_thresho
 def add_sampler_args(p: argparse.ArgumentParser, names: tuple[str, ...] = SAMPLER_FLAGS) -> None:
     """A flag per sampler setting in ``names`` (``--min-commit N``...), None unless given so that the model's
     ``sampler.json`` holds; ``--no-spread`` beside ``--spread``."""
-    from .sampler import SETTINGS
+    from .sampler_settings import SETTINGS
 
     for name in names:
         s = SETTINGS[name]

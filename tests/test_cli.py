@@ -35,6 +35,18 @@ def test_infill_stream_prints_passes() -> None:
     assert "--- pass 0" in p.stdout and "(final)" in p.stdout
 
 
+def test_help_and_usage_errors_do_not_import_torch() -> None:
+    """Every subcommand's flags are built, and a bad value rejected, before torch (or pygls, or FastAPI) loads."""
+    code = ("import sys\nfrom edit_engine import cli\ncli.build_parser()\n"
+            "try:\n    cli.main(['infill', 'x.py', '--line', '1', '--col', '1', '--pad-threshold', '9'])\n"
+            "except SystemExit as e:\n    assert e.code == 2, e.code\n"
+            "heavy = sorted(m for m in ('torch', 'pygls', 'fastapi', 'lsprotocol') if m in sys.modules)\n"
+            "print(','.join(heavy) or 'none')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "none" and "--pad-threshold" in p.stderr
+
+
 def test_missing_file() -> None:
     p = run("infill", "no/such/file.py", "--line", "1", "--col", "1")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cannot read" in p.stderr

@@ -22,7 +22,7 @@ class Settings:
 
     model_path: str | None = None  # checkpoint directory; None = the packaged model
     max_tokens: int | None = None  # longest fill in tokens; None = the engine's default (capped by the model)
-    # Sampler settings (``SAMPLER_KEYS``; meaning and range: ``sampler.SETTINGS``); None = the model's sampler.json.
+    # Sampler settings (``SAMPLER_KEYS``; meaning and range: ``sampler_settings.SETTINGS``); None = the model's sampler.json.
     threshold: float | None = None
     min_commit: int | None = None
     spread: int | None = None
@@ -80,8 +80,8 @@ def _bool(v: Any) -> bool:
 
 
 def _optional(name: str) -> Callable[[Any], Any]:
-    """A sampler setting's check (``sampler.SETTINGS``), with None for "the model's own"."""
-    from edit_engine.sampler import SETTINGS
+    """A sampler setting's check (``sampler_settings.SETTINGS``), with None for "the model's own"."""
+    from edit_engine.sampler_settings import SETTINGS
 
     def check(v: Any) -> Any:
         return None if v is None else SETTINGS[name].check(v)
@@ -90,7 +90,7 @@ def _optional(name: str) -> Callable[[Any], Any]:
 
 
 def _keys() -> dict[str, tuple[str, Callable[[Any], Any]]]:
-    from edit_engine.sampler import SETTINGS
+    from edit_engine.sampler_settings import SETTINGS
 
     keys: dict[str, tuple[str, Callable[[Any], Any]]] = {
         "modelPath": ("model_path", _model_path),
@@ -139,7 +139,7 @@ def vscode_properties() -> dict[str, dict[str, Any]]:
     """The VS Code extension's sampler settings (``contributes.configuration.properties`` entries), made from
     the one definition of each setting. ``python -m edit_engine.lsp.settings PACKAGE_JSON`` writes them into the
     extension's manifest; a test fails when the manifest drifts from this."""
-    from edit_engine.sampler import SETTINGS
+    from edit_engine.sampler_settings import SETTINGS
 
     out: dict[str, dict[str, Any]] = {}
     for n in SAMPLER_KEYS:
