@@ -298,6 +298,7 @@ def test_a_fill_streams_its_passes_into_the_editor(driver: Any, server: Backgrou
     request, passes = shown_passes(driver)
     assert passes[0] == first
     assert request["params"]["position"] == {"line": 8, "character": 15}
+    assert "repairRounds" not in request["params"]  # asked for: the engine's full repair
     assert request["params"]["languageId"] == "python" and request["params"]["text"] == DOC
     shown = [p["shown"] for p in passes]
     assert len(passes) >= 2 and len(set(shown)) >= 2, passes
@@ -376,6 +377,7 @@ def test_fill_as_i_type_starts_fills_after_a_pause(driver: Any, server: Backgrou
     assert until_fill_ends(driver) and fill_state(driver) == "done"
     request, passes = shown_passes(driver)
     assert request["params"]["text"] == typed and request["params"]["position"] == {"line": 1, "character": len(typed.split("\n")[1])}
+    assert request["params"]["repairRounds"] == 0  # asked while typing: checked, no repair rounds
     assert driver.execute_script("return window.__requests.length;") < 4  # debounced: not one per key
     assert passes and passes[-1]["final"] and ghost(driver) == passes[-1]["text"]
 

@@ -49,6 +49,7 @@ class RecordingEngine(Engine):
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.calls: list[tuple[str, int, list[str] | None]] = []
+        self.repairs: list[bool | int] = []  # each call's ``repair``
         self.answer: Answer | None = None
         self.batched = True
 
@@ -58,9 +59,10 @@ class RecordingEngine(Engine):
 
     def plan_document(self, text: str, offset: int, language: str = "python",
                       selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
-                      repair: bool = True, uri: str | None = None, related: list[str] | None = None,
+                      repair: bool | int = True, uri: str | None = None, related: list[str] | None = None,
                       **overrides: Any) -> DocumentPlan:
         self.calls.append((text, offset, related))
+        self.repairs.append(repair)
         dp = super().plan_document(text, offset, language, selection, max_tokens, mode, repair, uri, related,
                                    **overrides)
         return dp if self.answer is None else replace(dp, answer=self.answer)
@@ -264,6 +266,25 @@ def test_unbatched_document_request_passes_related_to_the_engine(server: Backgro
     assert (answer["result"]["text"], answer["result"]["source"], answer["result"]["reason"]) == \
            ("", "none", "not trained on this language")
     assert passes[-1]["reason"] == "not trained on this language"
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_ws_repair_rounds_reach_the_engine_and_bad_ones_are_refused(server: BackgroundServer,
+                                                                   engine: RecordingEngine, batched: bool) -> None:
+    """``repairRounds`` (0 while the user types) reaches the engine's planning on the batched and the unbatched
+    path, and without it the engine's full repair runs; a value out of range or not an integer is -32602, names
+    the field and reaches nothing, and the connection keeps serving."""
+    engine.batched = batched
+    with connect(server.ws_url) as ws:
+        for i, bad in enumerate((-1, 3, "0", 1.5, True)):
+            passes, answer = infill(ws, i, text=DOC, offset=CURSOR, maxTokens=4, repairRounds=bad)
+            assert passes == [] and answer["error"]["code"] == rpc.INVALID_PARAMS, answer
+            assert "repairRounds" in answer["error"]["message"]
+        assert engine.calls == []
+        for rid, extra in ((10, {"repairRounds": 0}), (11, {"repairRounds": 2}), (12, {})):
+            passes, answer = infill(ws, rid, text=DOC, offset=CURSOR, maxTokens=4, **extra)
+            assert passes[-1]["final"] and answer["result"]["text"] == passes[-1]["text"]
+    assert engine.repairs == [0, 2, True]
 
 
 BAD_RELATED: list[tuple[Any, str]] = [

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..repair import MAX_ROUNDS
 from ..sampler import SEED_MAX, SETTINGS
 from .fim import MAX_STOP, MAX_STOP_CHARS, split_fim
 
@@ -56,6 +57,10 @@ class InfillParams(BaseModel):
     stream: bool = True
     positionEncoding: Literal["utf-16", "utf-8", "utf-32"] = "utf-16"
     related: list[str] | None = Field(default=None, max_length=MAX_RELATED)
+    # A document request's repair rounds (its fill is checked either way; 0: cut to its longest prefix that
+    # parses). None: the engine's full repair. An editor asking while the user types sends 0, as the language
+    # server does for automatic inline completions.
+    repairRounds: int | None = Field(default=None, ge=0, le=MAX_ROUNDS)
 
 
 class RpcMessage(BaseModel):

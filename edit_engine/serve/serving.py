@@ -181,6 +181,7 @@ class Service:
             raise ServeError("invalid_params", "a text request needs position, offset or range")
         max_tokens = p.maxTokens or self._default_max()
         engine, language = self.engine, p.languageId
+        repair: bool | int = True if p.repairRounds is None else p.repairRounds
         mode = "insert"  # the websocket has no rewrite mode: a range is re-denoised from an empty canvas
 
         def range_of(start: int, end: int) -> dict[str, Any]:
@@ -190,14 +191,14 @@ class Service:
         if engine.batchable and mode == "insert":
             def prepare() -> JobSpec:
                 return document_spec(engine, engine.plan_document(doc, offset, language, selection, max_tokens,
-                                                                  mode, uri=p.uri, related=related))
+                                                                  mode, repair, uri=p.uri, related=related))
 
             return Planned(None, range_of=range_of, prepare=prepare)
 
         def run(should_stop: Callable[[], bool]) -> Iterator[Pass]:
             return engine.stream_complete(doc, offset, language=language, selection=selection,
-                                          max_tokens=max_tokens, should_stop=should_stop, mode=mode, uri=p.uri,
-                                          related=related)
+                                          max_tokens=max_tokens, should_stop=should_stop, mode=mode, repair=repair,
+                                          uri=p.uri, related=related)
 
         return Planned(None, run, range_of)
 

@@ -197,7 +197,9 @@
     if (list.length > MAX_DIAGNOSTICS) list.splice(0, list.length - MAX_DIAGNOSTICS);
   }
 
-  async function startFill() {
+  // ``typing``: started by the debounce after an edit (no repair rounds: the fill is checked and cut to its longest
+  // prefix that parses, as the language server does while the user types); Ctrl+Space and the button run them.
+  async function startFill(typing = false) {
     clearTimeout(state.timer);
     const t = ui.text;
     const doc = t.value;
@@ -228,6 +230,7 @@
       uri: URI, version: state.version,
     };
     if (selEnd > cursor) params.range = { start: toPosition(doc, cursor), end: toPosition(doc, selEnd) };
+    if (typing) params.repairRounds = 0;
     f.socket = ws;
     f.t0 = performance.now();
     remember(window.__requests, { id: f.id, params });
@@ -420,7 +423,7 @@
     updateLink();
     if (ui.auto.checked && !state.accepting) {
       clearTimeout(state.timer);
-      state.timer = setTimeout(startFill, DEBOUNCE_MS);
+      state.timer = setTimeout(() => startFill(true), DEBOUNCE_MS);
     }
   }
 
