@@ -9,7 +9,8 @@ PyTorch's own compiler uses for frozen CPU weights) and every later product read
 at 4 rows 1.1-1.2x; 0.3-0.85x ``F.linear`` at every row count up to a 1,024-row context. A keystroke's whole fill,
 side by side in one process: first pass 0.94x (docs/results.md).
 
-A packed copy is kept per weight tensor and made again when the weight changes (its storage or its version
+A packed copy is kept per weight tensor (the size of the weight: 21 MB more for the packaged
+model), dropped when the weight is freed, and made again when the weight changes (its storage or its version
 counter: an optimiser step, ``load_state_dict``), so training between two passes never reads a stale copy.
 ``linear_ref`` (``F.linear``) is the twin and the path everywhere else: GPUs, other dtypes, autograd, a compiled
 graph (the compiler packs frozen weights itself), and a torch built without oneDNN (or one whose packed product
@@ -27,7 +28,7 @@ import torch.nn.functional as F
 
 # id(weight) -> (weak reference to it, its storage address, its version, the packed copy)
 _packed: dict[int, tuple[weakref.ref[torch.Tensor], int, int, torch.Tensor]] = {}
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a collection inside the locked block may run ``_forget`` on this thread
 
 
 def linear_ref(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
