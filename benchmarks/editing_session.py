@@ -12,14 +12,14 @@ request's record there (nothing is written without it).
 Typing is paced at ``--interval-ms`` per keystroke (a simulated typist; 0 = as fast as the client can send);
 ``--wait`` instead waits for each answer before the next keystroke (no cancellations: pure request latency).
 ``--debounce-ms`` waits that long after each keystroke before asking, as editors do; the server starts the fill
-on the keystroke with ``--early`` (``startOnKeystroke``), and "keystroke to answer" is what the user
+on the keystroke unless ``--no-early`` (``startOnKeystroke``), and "keystroke to answer" is what the user
 waits. The final pass of each answer carries the server's stage timings: the table gives their medians over the
 answers that ran the model.
 
     OMP_NUM_THREADS=1 nice -n 19 python benchmarks/editing_session.py --threads 1 --json runs/editing_session.json
     python benchmarks/editing_session.py --threads 1 --wait --max-tokens 32 --json runs/editing_session_wait.json
     python benchmarks/editing_session.py --threads 2 --wait --json runs/editing_session_wait2.json
-    python benchmarks/editing_session.py --threads 2 --wait --debounce-ms 50 --early --json runs/editing_session_debounce.json
+    python benchmarks/editing_session.py --threads 2 --wait --debounce-ms 50 [--no-early] --json runs/editing_session_debounce.json
     python benchmarks/editing_session.py --model DIR --snippet "x = 1" --wait --max-tokens 4   # a smoke run
 """
 
@@ -256,7 +256,7 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
         "interval_ms": a.interval_ms,
         "wait": a.wait, "threads": a.threads, "startup_ms": round(startup_ms, 1), "typing_s": round(typing_s, 2),
         "outcomes": outcomes,
-        "debounce_ms": a.debounce_ms,
+        "debounce_ms": a.debounce_ms, "start_on_keystroke": a.early,
         "latency_ms": {"n": len(lat), "p50": percentile(lat, 50), "p95": percentile(lat, 95)},
         "from_keystroke_ms": {"p50": percentile([r["from_keystroke_ms"] for r in ok], 50),
                               "p95": percentile([r["from_keystroke_ms"] for r in ok], 95)},
@@ -293,7 +293,8 @@ def table(r: dict[str, Any]) -> str:
         ("time to first pass", r["first_pass_ms"]),
     ]
     out = [f"model {r['model']}  keystrokes {r['keystrokes']}  interval {r['interval_ms']} ms  wait {r['wait']}  "
-           f"threads {r['threads']}  debounce {r['debounce_ms']} ms  startup {r['startup_ms']:.0f} ms",
+           f"threads {r['threads']}  debounce {r['debounce_ms']} ms  start on keystroke "
+           f"{r.get('start_on_keystroke', False)}  startup {r['startup_ms']:.0f} ms",
            "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items())),
            f"{'':28} {'n':>5} {'p50 ms':>8} {'p95 ms':>8}"]
     for name, s in rows:
@@ -320,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--debounce-ms", type=float, default=0.0,
                    help="wait this long after each keystroke before asking, as editors do (the server may start "
                         "on the keystroke: startOnKeystroke); 'keystroke to answer' counts from the keystroke")
-    p.add_argument("--early", action="store_true", help="startOnKeystroke on in the server")
+    p.add_argument("--early", action=argparse.BooleanOptionalAction, default=True,
+                   help="startOnKeystroke in the server (default on, as the server has it; --no-early: off)")
     p.add_argument("--typing-repair-rounds", type=int, help="typingRepairRounds setting for the server")
     p.add_argument("--snippet", help=f"what to type: one of {', '.join(SNIPPETS)}, 'all' (the default: each in "
                    "a document of its own) or literal text (\\n for newlines)")

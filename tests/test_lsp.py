@@ -84,6 +84,10 @@ class Session:
         self.client.text_document_did_open(types.DidOpenTextDocumentParams(
             types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)))
 
+    def close(self, uri: str) -> None:
+        """Close a document: the server no longer offers its text to other documents' fills as related code."""
+        self.client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
+
     async def request(self, method: str, params: Any, msg_id: str | None = None) -> Any:
         return await asyncio.wait_for(
             self.client.protocol.send_request_async(method, params, msg_id=msg_id), DEADLINE)
@@ -391,8 +395,9 @@ async def test_inline_completion_for_a_document_that_changed_is_stale(slow: Sess
 
 async def test_a_keystroke_starts_the_fill_that_the_next_request_takes(slow: Session) -> None:
     """Once the client has asked a document for inline completions, a keystroke starts the fill at the new cursor:
-    the request that follows (an editor asks after its debounce) takes it, so its one pass notification is the
-    final one, with ``waited``. With ``startOnKeystroke`` off, the request runs its own fill."""
+    the request that follows (an editor asks after its debounce) takes it: it is sent the fill's latest pass so
+    far and each later one as its own, in order, the final one last, with ``waited``. With ``startOnKeystroke``
+    off, the request runs its own fill."""
     uri = "file:///early.py"
     slow.open(uri, DOC)
 
@@ -406,6 +411,7 @@ async def test_a_keystroke_starts_the_fill_that_the_next_request_takes(slow: Ses
         settings={"editEngine": {"startOnKeystroke": True}}))
     rid, req = ask(DOC, CURSOR)
     first = await req  # the client asks this document: keystrokes now start fills
+    shown = first.items[0].insert_text if first.items else ""
     text, version = DOC, 1
     for on in (True, False):
         if not on:
@@ -413,19 +419,27 @@ async def test_a_keystroke_starts_the_fill_that_the_next_request_takes(slow: Ses
                 settings={"editEngine": {"startOnKeystroke": False}}))
         cursor = CURSOR + version - 1
         version += 1
+        # A character the last suggestion does not start with, so the model runs (typing through a suggestion
+        # is answered without it).
+        ch = "q" if shown.startswith("z") else "z"
         slow.client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
             content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(pos(text, cursor), pos(text, cursor)), text="a")]))
-        text = text[:cursor] + "a" + text[cursor:]
+                range=types.Range(pos(text, cursor), pos(text, cursor)), text=ch)]))
+        text = text[:cursor] + ch + text[cursor:]
         rid, req = ask(text, cursor + 1)
         answer = await req
+        shown = answer.items[0].insert_text if answer.items else ""
         streamed = slow.passes[rid]
         assert streamed[-1]["final"] and streamed[-1]["text"] == (answer.items[0].insert_text if answer.items else "")
         assert ("waited" in streamed[-1]["timings"]) == on
-        if on:
-            assert len(streamed) == 1
+        indices = [p["passIndex"] for p in streamed]
+        assert indices == sorted(set(indices)) and not any(p["final"] for p in streamed[:-1]), indices
+        assert all(p["version"] == version for p in streamed)
+        if on and streamed[-1]["nfe"] > 1:  # the model ran (one token per pass): the request took it running
+            assert len(streamed) > 1, streamed
     assert first.items is not None
+    slow.close(uri)
 
 
 async def test_a_request_waiting_on_a_keystrokes_fill_is_stale_after_the_next_keystroke(slow: Session) -> None:
@@ -436,11 +450,11 @@ async def test_a_request_waiting_on_a_keystrokes_fill_is_stale_after_the_next_ke
     slow.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"editEngine": {"startOnKeystroke": True}}))
 
-    def ask(text: str, cursor: int) -> Any:
+    def ask(text: str, cursor: int, rid: str | None = None) -> Any:
         return slow.request("textDocument/inlineCompletion", types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(uri=uri), position=pos(text, cursor),
             context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)),
-            slow.next_id())
+            rid or slow.next_id())
 
     def type_at(text: str, cursor: int, ch: str, version: int) -> str:
         slow.client.text_document_did_change(types.DidChangeTextDocumentParams(
@@ -449,14 +463,20 @@ async def test_a_request_waiting_on_a_keystrokes_fill_is_stale_after_the_next_ke
                 range=types.Range(pos(text, cursor), pos(text, cursor)), text=ch)]))
         return text[:cursor] + ch + text[cursor:]
 
-    await ask(DOC, CURSOR)  # the client asks this document: keystrokes now start fills
-    text = type_at(DOC, CURSOR, "a", 2)  # starts a long fill (one token per pass)
-    waiting = asyncio.ensure_future(ask(text, CURSOR + 1))
-    await slow.request("editEngine/status", {})  # a barrier: the request above is being handled
+    first = await ask(DOC, CURSOR)  # the client asks this document: keystrokes now start fills
+    shown = first.items[0].insert_text if first.items else ""
+    # A character the suggestion does not start with (typing through it is answered at once): starts a long fill
+    # (one token per pass).
+    text = type_at(DOC, CURSOR, "q" if shown.startswith("z") else "z", 2)
+    rid = slow.next_id()
+    waiting = asyncio.ensure_future(ask(text, CURSOR + 1, rid))
+    taken = await slow.pass_of(rid)  # the request has taken the fill, which is still running
+    assert not taken["final"], taken
     type_at(text, CURSOR + 1, "b", 3)
     with pytest.raises(JsonRpcException) as info:
         await waiting
     assert info.value.code == -32801
+    slow.close(uri)
 
 
 # ---------------------------------------------------------------------------------------------- settings

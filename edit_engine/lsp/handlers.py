@@ -84,12 +84,27 @@ class Fill:
 
 
 @dataclass
+class Tap:
+    """The passes of a fill started on a keystroke, for the request that takes it: the latest one so far, and once
+    a request has taken the fill, where each later one goes (``send``)."""
+
+    latest: tuple[Pass, types.Range] | None = None
+    send: Callable[[Pass, types.Range], None] | None = None
+
+    def __call__(self, p: Pass, rng: types.Range) -> None:
+        self.latest = (p, rng)
+        if self.send is not None:
+            self.send(p, rng)
+
+
+@dataclass
 class Early:
     """A fill started on a keystroke (``start_early``) for the document's ``version`` at ``offset``."""
 
     version: int
     offset: int
     task: asyncio.Task[Fill | None]
+    tap: Tap = field(default_factory=Tap)
 
 
 class EditEngineServer(LanguageServer):
@@ -301,13 +316,14 @@ def start_early(ls: EditEngineServer, doc: Document, offset: int) -> None:
     if not ls.settings.start_on_keystroke or ls.loaded_engine is None or doc.uri not in ls.asks_inline \
             or _too_large(doc):
         return
-    ls.early[doc.uri] = Early(doc.version, offset, asyncio.ensure_future(_early_fill(ls, doc, offset)))
+    tap = Tap()
+    ls.early[doc.uri] = Early(doc.version, offset, asyncio.ensure_future(_early_fill(ls, doc, offset, tap)), tap)
 
 
-async def _early_fill(ls: EditEngineServer, doc: Document, offset: int) -> Fill | None:
+async def _early_fill(ls: EditEngineServer, doc: Document, offset: int, tap: Tap) -> Fill | None:
     try:
         return await _fill(ls, doc, offset, request_id=None, supersede=False,
-                           repair=ls.settings.typing_repair_rounds)
+                           repair=ls.settings.typing_repair_rounds, tap=tap)
     except (JsonRpcException, ValueError, RuntimeError):  # stale or refused: the request will say so itself
         return None
 
@@ -366,11 +382,12 @@ _REQUEST = object()  # ``_fill``'s default request id: the request being handled
 
 async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tuple[int, int] | None = None,
                 max_tokens: int | None = None, request_id: Any = _REQUEST, supersede: bool = True,
-                repair: bool | int = True) -> Fill:
+                repair: bool | int = True, tap: Tap | None = None) -> Fill:
     """Run the model at ``offset`` (or over ``selection``) of ``doc``; stream passes if the client asked (and the
     fill belongs to a request: ``request_id`` None streams nothing). ``supersede``: cancel the document's fill in
     flight; without it, that fill ends by itself after its current pass, as the document changed under it.
-    ``repair``: as ``Engine.stream_complete`` takes it (a fill asked while typing runs fewer rounds)."""
+    ``repair``: as ``Engine.stream_complete`` takes it (a fill asked while typing runs fewer rounds). ``tap``: gets
+    every pass but the final one (a fill started on a keystroke, for the request that takes it)."""
     t0 = time.perf_counter()
     if _too_large(doc):
         raise JsonRpcServerError(f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
@@ -404,6 +421,8 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
                 raise JsonRpcContentModified(f"{doc.uri} changed while the request ran (version {version})")
             if rng is None:
                 rng = ls.lsp_range(doc, p.start, p.end)  # doc.text is still ``text``
+            if tap is not None and not p.final:
+                tap(p, rng)
             if settings.stream_passes and request_id is not None:
                 t_json = time.perf_counter()
                 timings = None
@@ -504,13 +523,28 @@ async def inline_completion(ls: EditEngineServer,
 
 async def _early_result(ls: EditEngineServer, doc: Document, offset: int) -> Fill | None:
     """The fill started on the keystroke for this very document version and cursor, awaited (None when there is
-    none or it ended without an answer). Its final pass is sent to this request as a notification."""
+    none or it ended without an answer). Its passes are sent as this request's notifications: the latest one so
+    far at once, each later one as it comes, and the final one with the answer's timings."""
     request_id = ls.protocol.msg_id  # read before awaiting: it names the message being handled
     early = ls.early.pop(doc.uri, None)
     if early is None or early.version != doc.version or early.offset != offset or early.task.cancelled():
         return None
     t0 = time.perf_counter()
-    fill = await early.task
+    if ls.settings.stream_passes and request_id is not None and not early.task.done():
+        # The passes so far (the latest stands for them: each is the whole span) and each later one, as this
+        # request's; the final one follows the answer's timings below.
+        def send(p: Pass, rng: types.Range) -> None:
+            ls.protocol.notify(protocol.PASS, protocol.pass_params(
+                request_id, p.index, False, p.text, p.masked, uri=doc.uri, version=early.version,
+                range_=_range_json(rng), preview=p.preview))
+
+        if early.tap.latest is not None:
+            send(*early.tap.latest)
+        early.tap.send = send
+    try:
+        fill = await early.task
+    finally:
+        early.tap.send = None  # a cancelled request hears no more of the fill
     if fill is not None and ls.settings.stream_passes and request_id is not None:
         # ``waited``: what this request waited for the fill (its ``server`` time ran from the keystroke).
         timings = {**fill.timings, "server": fill.elapsed_ms, "json": 0.0, "waited": (time.perf_counter() - t0) * 1e3}

@@ -29,9 +29,10 @@ class Settings:
     floor_ramp: int | None = None
     stream_passes: bool = False  # send editEngine/pass notifications while denoising
     # Start a document's fill on the keystroke (its didChange), once the client has asked that document for an
-    # inline completion: the request that follows finds it running or done (``handlers.start_early``). Off by
-    # default: a request that takes such a fill gets only its final pass streamed (measured: docs/results.md).
-    start_on_keystroke: bool = False
+    # inline completion: the request that follows (after the editor's debounce) finds it running or done, and is
+    # sent its passes so far and the rest as they come (``handlers.start_early``). Measured with a 50 ms debounce:
+    # a model-run answer's first pass 2.8 ms after the request instead of 21 (docs/results.md).
+    start_on_keystroke: bool = True
     # Repair rounds for the fills asked while typing (automatic inline completions, fills started on the
     # keystroke): the fill is still checked and cut to its longest prefix that parses. Explicit requests run the
     # engine's full repair. 0: measured as fast and as right while typing (docs/results.md).
