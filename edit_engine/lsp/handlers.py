@@ -428,10 +428,7 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
                 timings = None
                 if p.final:  # the engine's stages, this server's time so far and its JSON so far
                     timings = {**p.timings, "server": (t_json - t0) * 1e3, "json": json_ms}
-                ls.protocol.notify(protocol.PASS, protocol.pass_params(
-                    request_id, p.index, p.final, p.text, p.masked, uri=doc.uri, version=version,
-                    range_=_range_json(rng), preview=p.preview, timings=timings,
-                    nfe=p.nfe if p.final else None))
+                _notify_pass(ls, request_id, doc.uri, version, p, rng, timings)
                 json_ms += (time.perf_counter() - t_json) * 1e3
             last = p
             if p.final:
@@ -448,6 +445,14 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
         _close(ls, gen)
         if ls.inflight.get(doc.uri) is task:
             del ls.inflight[doc.uri]
+
+
+def _notify_pass(ls: EditEngineServer, request_id: Any, uri: str, version: int, p: Pass, rng: types.Range,
+                 timings: dict[str, float] | None = None) -> None:
+    """Send pass ``p`` of a fill of ``uri`` at ``version`` as an ``editEngine/pass`` of ``request_id``."""
+    ls.protocol.notify(protocol.PASS, protocol.pass_params(
+        request_id, p.index, p.final, p.text, p.masked, uri=uri, version=version, range_=_range_json(rng),
+        preview=p.preview, timings=timings, nfe=p.nfe if p.final else None))
 
 
 def _supersede(table: dict[str, asyncio.Task[Any]], uri: str, cancel: bool = True) -> asyncio.Task[Any]:
@@ -534,9 +539,7 @@ async def _early_result(ls: EditEngineServer, doc: Document, offset: int) -> Fil
         # The passes so far (the latest stands for them: each is the whole span) and each later one, as this
         # request's; the final one follows the answer's timings below.
         def send(p: Pass, rng: types.Range) -> None:
-            ls.protocol.notify(protocol.PASS, protocol.pass_params(
-                request_id, p.index, False, p.text, p.masked, uri=doc.uri, version=early.version,
-                range_=_range_json(rng), preview=p.preview))
+            _notify_pass(ls, request_id, doc.uri, early.version, p, rng)
 
         if early.tap.latest is not None:
             send(*early.tap.latest)
