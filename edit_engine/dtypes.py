@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
+
+from edit_engine.kernels.cpu import BF16_FLAGS, cpu_flags
 
 # The names a serving dtype may be given by (the CLI's --dtype, EDIT_ENGINE_DTYPE, EDIT_ENGINE_HF_DTYPE).
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -15,7 +16,6 @@ DTYPE_ENV = "EDIT_ENGINE_DTYPE"
 
 
 AUTO = "auto"  # the fastest path this machine computes natively and that passed its quality check (``auto_dtype``)
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo names of native bf16 arithmetic
 
 
 def parse_dtype(name: str, where: str = "dtype") -> torch.dtype:
@@ -33,16 +33,6 @@ def check_dtype_name(name: str, where: str = "dtype") -> str:
     if key != AUTO:
         parse_dtype(key, where)
     return key
-
-
-@functools.lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """The flags /proc/cpuinfo reports (empty where there is no such file)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return frozenset(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
-    except OSError:
-        return frozenset()
 
 
 def auto_dtype(device: torch.device | str = "cpu") -> torch.dtype:

@@ -19,10 +19,38 @@ import torch
 # Tests share two cores with whatever else runs; one thread keeps them predictable.
 torch.set_num_threads(int(os.environ.get("EDIT_ENGINE_TEST_THREADS", "1")))
 
+# Every test sees the same CPU, whatever this machine has: an AVX2 one with no native bf16 and no int8 unit, so
+# ``auto`` serves float32 here and in every process a test starts. Tests of the other branches set the flags
+# they need (``cpu_profile``).
+os.environ["EDIT_ENGINE_CPU_FLAGS"] = "avx2 fma"
+
 from edit_engine import checkpoint  # noqa: E402
 from edit_engine.engine import Engine  # noqa: E402
 from edit_engine.model import PRESETS, DiffusionLM  # noqa: E402
 from edit_engine.tokenizer import Tokenizer  # noqa: E402
+
+# CI sets EDIT_ENGINE_REQUIRE_TOOLS=1: there a test that skips (a tool, a package or the benchmark data missing)
+# fails instead, so a missing install step cannot turn into a green run that never opened the browser or editor.
+REQUIRE_TOOLS = os.environ.get("EDIT_ENGINE_REQUIRE_TOOLS") == "1"
+
+
+def _refuse_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if REQUIRE_TOOLS and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped where every tool is required (EDIT_ENGINE_REQUIRE_TOOLS=1): {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    _refuse_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):  # type: ignore[no-untyped-def]
+    outcome = yield
+    _refuse_skip(outcome.get_result())
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +108,14 @@ def tiny_train_argv(tmp_path: Path, tiny_tokenizer: Tokenizer) -> list[str]:
 @pytest.fixture(scope="session")
 def packaged_engine() -> Engine:
     return Engine.load()
+
+
+@pytest.fixture()
+def cpu_profile(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Pretend this CPU has the given flags (space-separated, ``none`` for none) for the rest of the test."""
+    from edit_engine.kernels.cpu import CPU_FLAGS_ENV
+
+    return lambda flags: monkeypatch.setenv(CPU_FLAGS_ENV, flags)
 
 
 @pytest.fixture()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -180,3 +181,57 @@ def test_auto_serves_its_choice_only_after_the_probe_agrees(monkeypatch: pytest.
     assert "agrees with float32 on" in caplog.text
     assert ("serving float32" in caplog.text) == (served is torch.float32)
     assert checkpoint.load(dtype="float32").model.embed.weight.dtype is torch.float32  # asked: no probe
+
+
+# The CPUs these machines have, and two more: the flags that choose a path, the dtype ``auto`` serves, and
+# whether ``--dtype int8`` is served (an int8 dot-product unit).
+CPUS = {
+    "avx2": ("avx2 fma", torch.float32, False),
+    "avx512-vnni": ("avx2 fma avx512f avx512_vnni", torch.float32, True),
+    "avx512-vnni-bf16": ("avx2 fma avx512f avx512_vnni avx512_bf16", torch.bfloat16, True),
+    "amx": ("avx2 avx512f amx_tile amx_bf16 amx_int8", torch.bfloat16, True),
+    "none": ("none", torch.float32, False),
+}
+
+
+@pytest.mark.parametrize("cpu", CPUS)
+def test_each_cpu_branch_is_served_whatever_this_machine_has(cpu: str, cpu_profile: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each branch forced through ``EDIT_ENGINE_CPU_FLAGS``: the packaged model under ``auto`` loads in that CPU's
+    dtype and fills; ``--dtype int8`` serves int8 exactly where the CPU has an int8 unit (where the GEMM sums a
+    range exactly, which every CPU here does)."""
+    from edit_engine.kernels import cpu as cpu_mod
+    from edit_engine.kernels import int8
+
+    flags, auto, int8_unit = CPUS[cpu]
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    cpu_profile(flags)
+    assert cpu_mod.cpu_flags() == (frozenset() if flags == "none" else frozenset(flags.split()))
+    assert serving_dtype("auto") is auto and serving_dtype("auto", device="cuda") is torch.bfloat16
+    assert (int8.int8_serving_reason() == "") == (int8_unit and int8.weight_qmax() > 0)
+    eng = Engine.load()
+    assert eng.dtype == str(auto).removeprefix("torch.") and eng.model.embed.weight.dtype is auto
+    assert eng.infill("def f(x):\n    return ", "\n", max_tokens=8).nfe >= 1
+    if int8_unit and int8.weight_qmax():
+        assert Engine.load(dtype="int8").dtype == "int8"
+    else:
+        assert Engine.load(dtype="int8").dtype == "float32"
+
+
+def test_the_forced_flags_reach_a_child_process(cpu_profile: Any) -> None:
+    """A server or editor a test starts sees the same CPU as the test (the variable is inherited)."""
+    import subprocess
+    import sys
+
+    cpu_profile("avx512_bf16")
+    code = "from edit_engine import dtypes; print(dtypes.serving_dtype('auto'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "torch.bfloat16"
+
+
+def test_forcing_is_said_and_reported_flags_are_read_from_the_cpu(cpu_profile: Any) -> None:
+    from edit_engine.kernels import cpu as cpu_mod
+
+    cpu_profile("avx2")
+    assert "forced by EDIT_ENGINE_CPU_FLAGS: avx2" in cpu_mod.describe()
+    assert cpu_mod.present(("avx512_bf16", "avx2")) == ("avx2",)

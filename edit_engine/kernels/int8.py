@@ -23,6 +23,8 @@ import functools
 
 import torch
 
+from .cpu import VNNI_FLAGS, present
+
 QMAX = 127  # activations, and weights where the int8 GEMM is exact over the full range
 QMAX_SAFE = 64  # weights elsewhere (``weight_qmax``)
 MAX_GEMM_K = (2**31 - 1) // (QMAX * QMAX)  # 133,144 input features: int32 sums cannot overflow below it
@@ -59,19 +61,9 @@ def weight_qmax() -> int:
     return 0
 
 
-VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # /proc/cpuinfo names of the int8 dot-product units
-
-
-@functools.lru_cache(maxsize=1)
 def cpu_int8_units() -> tuple[str, ...]:
-    """The int8 dot-product units this CPU reports (``VNNI_FLAGS`` found in /proc/cpuinfo's flags); () where it
-    has none or the file does not exist (not Linux, not x86)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return ()
-    return tuple(u for u in VNNI_FLAGS if u in flags)
+    """The int8 dot-product units this CPU has (``cpu.VNNI_FLAGS`` among ``cpu.cpu_flags()``)."""
+    return present(VNNI_FLAGS)
 
 
 def int8_serving_reason() -> str:
