@@ -26,7 +26,7 @@ M=$(unpack "${MODEL_GZ:?}"); AR=$(unpack "${AR_GZ:?}")
 Q=(); [ "$DEVICE" = cpu ] && Q=(--quick --threads 1)
 bench() {  # name, kernels backend, extra flags...
   local name=$1 kb=$2; shift 2
-  EDIT_ENGINE_KERNELS=$kb timeout "${BENCH_S:-170}" python3 -m edit_engine.cli bench --device "$DEVICE" "${Q[@]}" \
+  EDIT_ENGINE_KERNELS=$kb timeout "${BENCH_S:-170}" python3 -m edit_engine.cli.main bench --device "$DEVICE" "${Q[@]}" \
     "$@" --json --model "$M" --ar-model "$AR" > "$RES/bench_$name.txt" 2> "$RES/bench_$name.err"
   local rc=$?; echo "$(date -u +%T) bench $name exit $rc" >> "$RES/machine.txt"; return $rc
 }

@@ -29,11 +29,12 @@ from typing import Any
 
 import torch
 
-from edit_engine import Engine, checkpoint
-from edit_engine.hf.config import ArchConfig
-from edit_engine.hf.fullattn import FullAttnLM, LayerWeights
-from edit_engine.model import PRESETS, DiffusionLM
-from edit_engine.sampler import DenoiseState, pass_logits
+from edit_engine import Engine
+from edit_engine.decoding.sampler import DenoiseState, pass_logits
+from edit_engine.model import checkpoint
+from edit_engine.model.hf.config import ArchConfig
+from edit_engine.model.hf.fullattn import FullAttnLM, LayerWeights
+from edit_engine.model.network import PRESETS, DiffusionLM
 
 MERCURY_CODER_MINI_H100 = 1109.0  # tokens/s, Inception's published figure (Mercury Coder Mini, H100)
 

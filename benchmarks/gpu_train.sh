@@ -57,7 +57,7 @@ note() { echo "$(date -u +%T) $*" | tee -a "$RES/machine.txt"; }
 SMOKE=(--device "$DEVICE" "${BF16[@]}" --tokenizer "$TOK" --steps 3 --batch-size 8 --workers 1 --train-prefix 64
        --train-suffix 32 --eval-every 100 --save-every 100 --preset small "${CMP[@]}")
 for obj in diffusion ar; do
-  timeout 150 python3 -m edit_engine.cli train --out "$WORK/smoke_$obj" --objective "$obj" "${SMOKE[@]}" \
+  timeout 150 python3 -m edit_engine.cli.main train --out "$WORK/smoke_$obj" --objective "$obj" "${SMOKE[@]}" \
     > "$WORK/smoke_$obj.out" 2>&1 &
 done
 wait
@@ -77,7 +77,7 @@ COMMON=(--device "$DEVICE" "${BF16[@]}" --minutes "$MIN" --train-prefix "${PREFI
 LIMIT=$(python3 -c "print(int(float('$MIN') * 60 + 100))")  # hard stop; the last save survives it
 run() {  # name, extra args...
   local name=$1; shift
-  EDIT_ENGINE_KERNELS=torch timeout "$LIMIT" python3 -m edit_engine.cli train --out "$WORK/$name" \
+  EDIT_ENGINE_KERNELS=torch timeout "$LIMIT" python3 -m edit_engine.cli.main train --out "$WORK/$name" \
     "${COMMON[@]}" "$@" > "$WORK/$name.out" 2>&1
   note "$name exit $?"
 }
@@ -95,7 +95,7 @@ nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv >> "$RES/machine
 BENCH=(--device cuda); [ "$DEVICE" = cpu ] && BENCH=(--device cpu --quick --threads 1)
 if [ -d "$WORK/diff_mid/checkpoint" ] && [ -d "$WORK/ar_mid/checkpoint" ]; then
   for kb in auto torch; do
-    EDIT_ENGINE_KERNELS=$kb timeout "${BENCH_S:-170}" python3 -m edit_engine.cli bench "${BENCH[@]}" --json \
+    EDIT_ENGINE_KERNELS=$kb timeout "${BENCH_S:-170}" python3 -m edit_engine.cli.main bench "${BENCH[@]}" --json \
       --model "$WORK/diff_mid/checkpoint" --ar-model "$WORK/ar_mid/checkpoint" > "$RES/bench_gpu_$kb.txt" \
       2> "$RES/bench_gpu_$kb.err"
     rc=$?; note "bench (kernels $kb) exit $rc"

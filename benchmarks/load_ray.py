@@ -61,7 +61,7 @@ def tiny_checkpoint(folder: Path) -> str:
     import torch
     from load_ws import tiny_engine
 
-    from edit_engine import checkpoint
+    from edit_engine.model import checkpoint
 
     engine = tiny_engine()
     checkpoint.save(folder, engine.model, engine.tokenizer, {"note": "random weights (load_ray.py)"},
@@ -76,7 +76,7 @@ class Server:
         replicas, affinity = TARGETS[target]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "edit_engine.cli", "serve", "--port", str(self.port), "--threads",
+        cmd = [sys.executable, "-m", "edit_engine.cli.main", "serve", "--port", str(self.port), "--threads",
                str(a.threads), "--log-level", "warning", "--max-tokens", "256"]
         cmd += ["--model", model] if model else []
         if replicas:

@@ -209,8 +209,8 @@ def tiny_engine() -> Any:
     import torch
 
     from edit_engine.engine import Engine
-    from edit_engine.model import PRESETS, DiffusionLM
-    from edit_engine.tokenizer import Tokenizer
+    from edit_engine.model.network import PRESETS, DiffusionLM
+    from edit_engine.model.tokenizer import Tokenizer
 
     tok = Tokenizer.train([inspect.getsource(m) for m in (random_mod, json_mod.decoder, textwrap)],
                           vocab_size=PRESETS["tiny"].vocab_size)

@@ -6,7 +6,7 @@
 Prints one line and, with ``--json``, writes the same figures: tasks in both runs (matched by ``task_id``), the
 mean of B's edit similarity minus A's (0-100) with its standard error, how many tasks B fills closer and farther,
 the tasks B solves that A does not (gained) and the reverse (lost), and how many fills are identical. This is the
-comparison behind the paired figures in MODEL.md and docs/results.md.
+comparison behind the paired figures in MODEL.md and docs/results-archive-2026-12-05.md.
 """
 
 from __future__ import annotations

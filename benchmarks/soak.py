@@ -164,7 +164,7 @@ def _free_port() -> int:
 
 def start_server(a: argparse.Namespace, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "edit_engine.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    cmd = [sys.executable, "-m", "edit_engine.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
     if a.model:
         cmd += ["--model", a.model]
     proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)

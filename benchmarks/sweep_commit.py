@@ -25,7 +25,7 @@ indentation included), edit similarity (``harness.edit_similarity``: whitespace 
 forward passes per generated token, milliseconds per fill, the share of empty fills and the share of fills after
 which the whole file still parses (of the holes whose file parses as it is), and the share that parses with a
 fill holding code (not only a comment: a comment line parses anywhere, like an empty fill); and, at the default
-policy, the length rule's ``pad_threshold``. The default policy is chosen from this table (docs/results.md,
+policy, the length rule's ``pad_threshold``. The default policy is chosen from this table (docs/results-archive-2026-12-05.md,
 "Commit policy"); the benchmarks are run once, at that point, to report, not to tune.
 
 Prints one table row per policy, then the whole result as one JSON line; ``--json OUT`` also writes it to OUT
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                     "slot by slot), e.g. 0.3,0.5,0.7")
     a = ap.parse_args(argv)
     if a.plot:
-        from edit_engine.plots import require
+        from edit_engine.cli.plots import require
 
         require()  # before the sweep, not after it
     floors = {int(x) for x in a.floors.split(",")} if a.floors else None
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=2)
     if a.plot:
-        from edit_engine.plots import sweep_plot
+        from edit_engine.cli.plots import sweep_plot
 
         print(f"wrote {sweep_plot(res, a.plot)}", file=sys.stderr)
     print(json.dumps(res))

@@ -16,13 +16,13 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .engine import Completion, Engine, InfillResult, Pass
-    from .sampler import SamplerConfig
+    from edit_engine.decoding.sampler import SamplerConfig
+    from edit_engine.engine import Completion, Engine, InfillResult, Pass
 
 # The public names are imported on first use (PEP 562): the command's modules live in this package, and
 # ``edit-engine --help`` or a usage error should not wait for torch.
 _LAZY = {"Completion": ".engine", "Engine": ".engine", "InfillResult": ".engine", "Pass": ".engine",
-         "SamplerConfig": ".sampler"}
+         "SamplerConfig": ".decoding.sampler"}
 
 
 def __getattr__(name: str) -> Any:
@@ -42,7 +42,7 @@ _default_lock = threading.Lock()
 
 def default_engine() -> Engine:
     """The packaged model, loaded once on first use."""
-    from .engine import Engine
+    from edit_engine.engine import Engine
 
     global _default
     with _default_lock:

@@ -24,10 +24,10 @@ torch.set_num_threads(int(os.environ.get("EDIT_ENGINE_TEST_THREADS", "1")))
 # they need (``cpu_profile``).
 os.environ["EDIT_ENGINE_CPU_FLAGS"] = "avx2 fma"
 
-from edit_engine import checkpoint  # noqa: E402
 from edit_engine.engine import Engine  # noqa: E402
-from edit_engine.model import PRESETS, DiffusionLM  # noqa: E402
-from edit_engine.tokenizer import Tokenizer  # noqa: E402
+from edit_engine.model import checkpoint  # noqa: E402
+from edit_engine.model.network import PRESETS, DiffusionLM  # noqa: E402
+from edit_engine.model.tokenizer import Tokenizer  # noqa: E402
 
 # CI sets EDIT_ENGINE_REQUIRE_TOOLS=1: there a test that skips (a tool, a package or the benchmark data missing)
 # fails instead, so a missing install step cannot turn into a green run that never opened the browser or editor.

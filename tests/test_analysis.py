@@ -16,10 +16,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine import positions
+from edit_engine.decoding.sampler import SamplerConfig
 from edit_engine.engine import Engine, analysis
 from edit_engine.engine.analysis import Analyser, Analysis, Signature
-from edit_engine.sampler import SamplerConfig
+from edit_engine.syntax import positions
 
 WAIT_MS = 120_000  # a budget no analysis here needs: the call waits on the computation itself
 

@@ -21,13 +21,14 @@ from hypothesis import strategies as st
 from websockets.sync.client import connect
 
 from edit_engine import protocol as rpc
-from edit_engine.engine import Engine, apply
-from edit_engine.engine.apply import guess_language, is_marker, merge
+from edit_engine.edits import apply
+from edit_engine.edits.apply import guess_language, is_marker, merge
+from edit_engine.engine import Engine
 from edit_engine.eval import apply_set
-from edit_engine.model import DiffusionLM
+from edit_engine.model.network import DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.serve.app import BackgroundServer, create_app
 from edit_engine.serve.settings import Settings
-from edit_engine.tokenizer import Tokenizer
 
 TIMEOUT = 30.0
 
@@ -628,7 +629,7 @@ def test_snippet_elides_with_markers() -> None:
 
 
 def test_eval_command(tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from edit_engine.cli import main
+    from edit_engine.cli.main import main
 
     out = tmp_path / "apply.json"
     assert main(["eval", "--benchmark", "apply-synthetic", "--limit", "12", "--model", str(tiny_checkpoint),

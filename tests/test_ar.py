@@ -15,11 +15,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine import ar
+from edit_engine.decoding import ar
+from edit_engine.decoding.sampler import Step
 from edit_engine.engine import ContextCacheConfig, Engine
-from edit_engine.model import PREFIX, PRESETS, DiffusionLM
-from edit_engine.sampler import Step
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.model.network import PREFIX, PRESETS, DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 
 SOURCE = inspect.getsource(json.decoder)
 

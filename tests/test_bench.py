@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from edit_engine import bench_cli, checkpoint
-from edit_engine.cli import main
-from edit_engine.model import PRESETS, DiffusionLM
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.cli import bench as bench_cli
+from edit_engine.cli.main import main
+from edit_engine.model import checkpoint
+from edit_engine.model.network import PRESETS, DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 
 TINY = ["--spans", "4,8", "--contexts", "64,100000", "--reps", "2", "--line-chars", "3",
         "--keystroke-context", "160", "--threads", "1"]

@@ -14,7 +14,7 @@ SAMPLE = ROOT / "examples" / "sample.py"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edit_engine.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "edit_engine.cli.main", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
 
 

@@ -33,3 +33,30 @@ def test_no_class_or_function_grows_past_its_size() -> None:
 def test_the_count_sees_a_long_function(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text("def f():\n" + "    x = 1\n" * 90)
     assert spans(tmp_path)[0][:2] == (91, "def")
+
+
+# The tree reads like the architecture (docs/architecture.md): one folder per concept, nothing loose at the top
+# but the package's entry and the front ends' shared protocol, and every folder a layer of the import contract.
+TOP_FILES = {"__init__.py", "protocol.py", "py.typed"}
+DATA_FOLDERS = {"models"}  # the packaged weights
+
+
+def test_the_package_is_one_folder_per_concept() -> None:
+    loose = sorted(p.name for p in PACKAGE.iterdir() if p.is_file() and p.name not in TOP_FILES)
+    assert loose == [], f"modules loose at the top of edit_engine/: {loose}"
+    for folder in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and p.name not in DATA_FOLDERS):
+        if folder.name == "__pycache__":
+            continue
+        init = folder / "__init__.py"
+        assert init.is_file(), f"{folder.name}/ is not a package"
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), f"{folder.name}/ says not what it is"
+
+
+def test_every_folder_is_a_layer_of_the_import_contract() -> None:
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    layers = config["tool"]["importlinter"]["contracts"][0]["layers"]
+    named = {m.strip().split(".")[1] for layer in layers for m in layer.replace(":", "|").split("|")}
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders - named == set(), f"folders outside the import contract: {folders - named}"

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edit_engine.engine import CONTEXT_STEP_TOKENS, ContextCacheConfig, Engine
-from edit_engine.model import ContextCache, DiffusionLM
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.model.network import ContextCache, DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 
 ATOL, RTOL = 2e-5, 1e-4  # fp32: the same sums in another order (test_model.py uses the same)
 SOURCE = inspect.getsource(json.decoder)

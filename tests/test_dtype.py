@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from edit_engine import Engine
-from edit_engine.checkpoint import DTYPE_ENV, CheckpointError, parse_dtype, serving_dtype
-from edit_engine.cli import main
+from edit_engine.cli.main import main
+from edit_engine.model.checkpoint import DTYPE_ENV, CheckpointError, parse_dtype, serving_dtype
 
 PREFIX = "def area(radius):\n    \"\"\"The area of a circle.\"\"\"\n    return "
 SUFFIX = "\n\n\nprint(area(2.0))\n"
@@ -42,7 +42,7 @@ def test_asked_beats_environment_beats_float32(monkeypatch: pytest.MonkeyPatch) 
 
 def test_open_models_default_by_device_and_an_explicit_dtype_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     """Open checkpoints: asked > EDIT_ENGINE_HF_DTYPE > EDIT_ENGINE_DTYPE > bf16 on CUDA, float32 on CPU."""
-    from edit_engine.hf.loader import serving_dtype as hf_dtype
+    from edit_engine.model.hf.loader import serving_dtype as hf_dtype
 
     monkeypatch.delenv(DTYPE_ENV, raising=False)
     monkeypatch.delenv("EDIT_ENGINE_HF_DTYPE", raising=False)
@@ -123,7 +123,7 @@ def test_eval_records_the_dtype(tiny_checkpoint: Path, capsys: pytest.CaptureFix
 
 
 def test_server_settings_check_the_dtype() -> None:
-    from edit_engine.cli import build_parser
+    from edit_engine.cli.main import build_parser
     from edit_engine.serve.settings import Settings
 
     with pytest.raises(ValueError, match="expected one of"):
@@ -151,7 +151,7 @@ def test_int8_declines_on_a_cpu_without_an_int8_unit(tiny_checkpoint: Path, monk
 
 def test_auto_picks_native_bf16_and_float32_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """``auto``: bf16 on a GPU and on a CPU with avx512_bf16 or AMX; float32 on one without (never int8)."""
-    from edit_engine import dtypes
+    from edit_engine.model import dtypes
 
     monkeypatch.delenv(DTYPE_ENV, raising=False)
     monkeypatch.setattr(dtypes, "cpu_flags", lambda: frozenset({"avx2", "avx512_vnni"}))
@@ -170,7 +170,7 @@ def test_auto_serves_its_choice_only_after_the_probe_agrees(monkeypatch: pytest.
                                                             caplog: pytest.LogCaptureFixture) -> None:
     """The packaged model under ``auto`` on a (pretended) bf16 CPU: bf16 agrees with float32 on the probe and is
     served; with an agreement no model reaches, float32 is served with a warning that says why."""
-    from edit_engine import checkpoint, dtypes
+    from edit_engine.model import checkpoint, dtypes
 
     monkeypatch.delenv(DTYPE_ENV, raising=False)
     monkeypatch.setattr(dtypes, "cpu_flags", lambda: frozenset({"avx512_bf16"}))

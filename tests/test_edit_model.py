@@ -14,10 +14,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edit_engine import checkpoint
-from edit_engine.engine import Engine, edit_prompt
-from edit_engine.model import DiffusionLM
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.edits import edit_prompt
+from edit_engine.engine import Engine
+from edit_engine.model import checkpoint
+from edit_engine.model.network import DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.train import edits
 from edit_engine.train.data import Example
 from edit_engine.train.loop import TrainConfig

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import edit_engine
 from edit_engine import Engine
-from edit_engine.checkpoint import CheckpointError
+from edit_engine.model.checkpoint import CheckpointError
 
 PREFIX = "def add(a, b):\n    return "
 SUFFIX = "\n\n\nprint(add(1, 2))\n"
@@ -165,7 +165,7 @@ def test_compiled_pass_gives_the_same_fills(tiny_model, tiny_tokenizer) -> None:
 
 
 def test_a_ceiling_below_the_checkpoint_floor_lowers_the_floor(tiny_model, tiny_tokenizer) -> None:  # type: ignore[no-untyped-def]
-    from edit_engine.sampler import SamplerConfig
+    from edit_engine.decoding.sampler import SamplerConfig
 
     e = Engine(tiny_model, tiny_tokenizer, SamplerConfig(min_commit=4))
     r = e.infill("def f(x):\n    return ", "\n", max_tokens=8, threshold=2.0, max_commit=1)
@@ -178,7 +178,7 @@ def test_checkpoint_sampler_settings(tmp_path: Path, tiny_checkpoint: Path) -> N
     import json
     import shutil
 
-    from edit_engine.sampler import SamplerConfig
+    from edit_engine.decoding.sampler import SamplerConfig
 
     packaged = Engine.load().sampler  # the packaged model's measured point (sampler.json)
     assert (packaged.min_commit, packaged.floor_ramp) == (8, 1)

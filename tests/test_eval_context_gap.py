@@ -59,7 +59,7 @@ def test_context_gap_needs_val_files_and_two_rows(tiny_engine: Engine, tmp_path:
 
 
 def test_cli_context_gap(tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from edit_engine.cli import main
+    from edit_engine.cli.main import main
 
     root = _val_root(tmp_path)
     argv = ["eval", "--context-gap", "--model", str(tiny_checkpoint), "--limit", "4", "--corpus", str(root),

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.train.data import HOLE_KINDS, MAX_HOLE, make_example, sample_hole, syntax_spans
 
 # Code-like text: lines of identifiers, punctuation, indentation, and some non-ASCII (multi-byte in UTF-8).

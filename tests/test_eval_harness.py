@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edit_engine.cli import main
+from edit_engine.cli.main import main
 from edit_engine.engine import Engine
 from edit_engine.eval import benchmarks
 from edit_engine.eval.benchmarks import BenchmarkError, Task, load

@@ -298,7 +298,7 @@ def test_load_cases_reads_the_related_files(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_eval_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from edit_engine.cli import main
+    from edit_engine.cli.main import main
 
     _tiny_set(tmp_path)
     out = tmp_path / "results.jsonl"
@@ -330,7 +330,7 @@ def test_eval_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
                                   ["--benchmark", "humaneval-single", "--fill", "empty"]])
 def test_flags_that_do_not_go_together_are_refused(args: list[str], tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from edit_engine.cli import main
+    from edit_engine.cli.main import main
 
     _tiny_set(tmp_path)
     assert main(["eval", *args, "--data", str(tmp_path), "--no-progress"]) == 2

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from edit_engine.cli import main
-from edit_engine.engine.patterns import parse_diff
+from edit_engine.cli.main import main
+from edit_engine.edits.patterns import parse_diff
 from edit_engine.eval import release_edits
 from edit_engine.eval.next_edit_set import rename_baseline, run
 

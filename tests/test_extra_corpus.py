@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine.cli import main
+from edit_engine.cli.main import main
 from edit_engine.eval import contamination
 from edit_engine.train import corpus
 

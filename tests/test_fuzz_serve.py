@@ -26,10 +26,10 @@ from websockets.sync.client import ClientConnection, connect
 
 from edit_engine import protocol as rpc
 from edit_engine.engine import Engine
-from edit_engine.model import DiffusionLM
+from edit_engine.model.network import DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.serve.app import BackgroundServer, create_app
 from edit_engine.serve.settings import Settings
-from edit_engine.tokenizer import Tokenizer
 
 TIMEOUT = 30.0
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)

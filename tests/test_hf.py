@@ -20,10 +20,10 @@ transformers = pytest.importorskip("transformers")
 
 from tokenizers import Tokenizer as HFTok  # noqa: E402
 
-from edit_engine import checkpoint, hf  # noqa: E402
+from edit_engine.decoding.sampler import SamplerConfig, commit_pass, decide_length, denoise  # noqa: E402
 from edit_engine.engine import Engine  # noqa: E402
-from edit_engine.hf.cache import CachePolicy  # noqa: E402
-from edit_engine.sampler import SamplerConfig, commit_pass, decide_length, denoise  # noqa: E402
+from edit_engine.model import checkpoint, hf  # noqa: E402
+from edit_engine.model.hf.cache import CachePolicy  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXTRA_ROWS = 8  # model rows past the tokenizer's vocabulary (Dream pads its head to 152064 rows)
@@ -275,7 +275,7 @@ def test_cli_infill_json(llama_dirs: Any, tmp_path: Path) -> None:
     src.write_text("import os\n\ndef f(x):\n    return x\n")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(
-        [sys.executable, "-m", "edit_engine.cli", "infill", str(src), "--line", "4", "--col", "12", "--model",
+        [sys.executable, "-m", "edit_engine.cli.main", "infill", str(src), "--line", "4", "--col", "12", "--model",
          str(llama_dirs[1]), "--max-tokens", "6", "--json"],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -372,7 +372,7 @@ def test_bad_cache_mode_is_refused() -> None:
 
 
 def test_own_checkpoints_are_not_routed_here(tiny_checkpoint: Path) -> None:
-    from edit_engine.model import DiffusionLM
+    from edit_engine.model.network import DiffusionLM
 
     assert not hf.is_open_checkpoint(tiny_checkpoint) and not hf.is_open_checkpoint(None)
     assert isinstance(checkpoint.load(tiny_checkpoint).model, DiffusionLM)

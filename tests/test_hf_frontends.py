@@ -30,9 +30,9 @@ from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 from tokenizers import Tokenizer as HFTok  # noqa: E402
 from websockets.sync.client import ClientConnection, connect  # noqa: E402
 
-from edit_engine import hf  # noqa: E402
 from edit_engine import protocol as rpc  # noqa: E402
 from edit_engine.engine import Engine  # noqa: E402
+from edit_engine.model import hf  # noqa: E402
 from edit_engine.serve.app import BackgroundServer, create_app  # noqa: E402
 from edit_engine.serve.settings import Settings  # noqa: E402
 
@@ -94,7 +94,7 @@ def engines(folders: dict[str, Path]) -> dict[str, Engine]:
 
 # ---------------------------------------------------------------------------------------------------- LSP
 def lsp_range(text: str, start: int, end: int) -> dict[str, Any]:
-    """An LSP range (UTF-16, the default encoding) computed here, independently of edit_engine.positions."""
+    """An LSP range (UTF-16, the default encoding) computed here, independently of edit_engine.syntax.positions."""
     def p(offset: int) -> dict[str, int]:
         line_start = text.rfind("\n", 0, offset) + 1
         return {"line": text.count("\n", 0, offset),

@@ -10,10 +10,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine import Engine, checkpoint, kernels
-from edit_engine.checkpoint import DTYPE_ENV
+from edit_engine import Engine, kernels
 from edit_engine.kernels.int8 import QMAX, QMAX_SAFE, default_qmax, quantize_rows, weight_qmax
-from edit_engine.model import DiffusionLM
+from edit_engine.model import checkpoint
+from edit_engine.model.checkpoint import DTYPE_ENV
+from edit_engine.model.network import DiffusionLM
 
 
 def _case(m: int, k: int, n: int, seed: int, zero_row: bool) -> tuple[torch.Tensor, torch.Tensor]:

@@ -26,11 +26,11 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from edit_engine import checkpoint
 from edit_engine.engine import Engine
-from edit_engine.model import PRESETS, DiffusionLM
-from edit_engine.positions import offset_to_position
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.model import checkpoint
+from edit_engine.model.network import PRESETS, DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
+from edit_engine.syntax.positions import offset_to_position
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -41,7 +41,7 @@ CURSOR = DOC.index("return ") + len("return ")
 
 
 def pos(text: str, offset: int, encoding: str = "utf-16") -> types.Position:
-    """An LSP position computed here independently of edit_engine.positions (by encoding the line prefix)."""
+    """An LSP position computed here independently of edit_engine.syntax.positions (by encoding the line prefix)."""
     line = text.count("\n", 0, offset)
     start = text.rfind("\n", 0, offset) + 1
     prefix = text[start:offset]

@@ -25,11 +25,12 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from test_lsp import DEADLINE, Session, pos, rng, start, stop
 
-from edit_engine import checkpoint, protocol
-from edit_engine.engine import patterns
+from edit_engine import protocol
+from edit_engine.edits import patterns
 from edit_engine.lsp import handlers, history
 from edit_engine.lsp.documents import Document
 from edit_engine.lsp.handlers import EditEngineServer
+from edit_engine.model import checkpoint
 
 DOC = """def total(items):
     count = 0

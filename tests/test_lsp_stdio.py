@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 import torch
 
-from edit_engine import checkpoint, protocol
+from edit_engine import protocol
 from edit_engine.engine import Engine
-from edit_engine.model import PRESETS, DiffusionLM
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.model import checkpoint
+from edit_engine.model.network import PRESETS, DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 DEADLINE = 60.0  # seconds for any single wait (start-up on a loaded 2-core machine included)

@@ -17,7 +17,7 @@ from edit_engine import protocol
 from edit_engine.lsp.documents import Document, apply_change
 from edit_engine.lsp.settings import Settings, parse
 from edit_engine.lsp.transport import Framer
-from edit_engine.positions import ENCODINGS, line_starts, offset_to_position, position_to_offset
+from edit_engine.syntax.positions import ENCODINGS, line_starts, offset_to_position, position_to_offset
 
 # Text with the characters that make encodings differ: ASCII, 2- and 3-byte UTF-8, astral (surrogate pairs in
 # UTF-16), and every LSP line break.
@@ -59,7 +59,7 @@ def test_whole_document_change_replaces_the_text(text: str, new: str) -> None:
 def test_the_line_index_follows_every_edit(text: str, edits: list[tuple[float, float, str]], encoding: Any,
                                            data: st.DataObject) -> None:
     """The document's line index, updated edit by edit, is the index of the text built from scratch; its position
-    conversions are ``edit_engine.positions``' (out-of-range positions included)."""
+    conversions are ``edit_engine.syntax.positions``' (out-of-range positions included)."""
     doc = Document("file:///t.py", text, 1, "python")
     for fa, fb, new in edits:
         a, b = sorted((round(fa * len(doc.text)), round(fb * len(doc.text))))
@@ -208,7 +208,7 @@ def test_any_json_gives_valid_settings(options: dict[str, Any]) -> None:
 
 
 def test_cli_registers_the_lsp_subcommand() -> None:
-    from edit_engine.cli import build_parser
+    from edit_engine.cli.main import build_parser
 
     a = build_parser().parse_args(["lsp", "--log-file", "server.log", "--threads", "2"])
     assert (a.command, a.log_file, a.threads, a.tcp, a.model) == ("lsp", "server.log", 2, None, None)
@@ -218,8 +218,8 @@ def test_cli_registers_the_lsp_subcommand() -> None:
 def test_lsp_refuses_a_public_address_without_allow_remote(capsys: pytest.CaptureFixture[str]) -> None:
     """The language server has no authentication: ``--tcp`` on an address beyond this machine is refused with
     one line (exit 2) before anything listens, unless the user says ``--allow-remote``."""
-    from edit_engine.cli import main
-    from edit_engine.cli_args import is_loopback
+    from edit_engine.cli.args import is_loopback
+    from edit_engine.cli.main import main
 
     for host in ("0.0.0.0", "192.0.2.10", "::"):
         assert main(["lsp", "--tcp", "1", "--host", host]) == 2

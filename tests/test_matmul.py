@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edit_engine import kernels
-from edit_engine.model import DiffusionLM
+from edit_engine.model.network import DiffusionLM
 
 matmul = importlib.import_module("edit_engine.kernels.matmul")
 

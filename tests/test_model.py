@@ -6,7 +6,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine.model import CANVAS, PREFIX, PRESETS, SUFFIX, DiffusionLM, layout_mask, layout_positions
+from edit_engine.model.network import (
+    CANVAS,
+    PREFIX,
+    PRESETS,
+    SUFFIX,
+    DiffusionLM,
+    layout_mask,
+    layout_positions,
+)
 
 
 def _full(model: DiffusionLM, prefix: list[int], suffix: list[int], canvas: list[int]) -> torch.Tensor:
@@ -78,8 +86,8 @@ def test_a_config_with_wrong_types_or_sizes_is_a_one_line_error(tiny_checkpoint,
 
     import pytest
 
-    from edit_engine import checkpoint
-    from edit_engine.cli import main
+    from edit_engine.cli.main import main
+    from edit_engine.model import checkpoint
 
     for change, field in (({"d_model": "256"}, "d_model"), ({"vocab_size": 10**12}, "vocab_size"),
                           ({"n_layers": True}, "n_layers")):

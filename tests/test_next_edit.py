@@ -1,4 +1,4 @@
-"""Next edit (``Engine.next_edit``, ``edit_engine/engine/next_edit.py``): each pattern kind on small synthetic
+"""Next edit (``Engine.next_edit``, ``edit_engine/edits/next_edit.py``): each pattern kind on small synthetic
 histories, a property (a rename carried to its next site), bad input, the HTTP route (Mercury Edit's request,
 plain and streamed) and the websocket method against the real server, and ``edit-engine eval --benchmark
 next-edit`` on a tiny synthetic set. Nothing here reads ``../shared``."""
@@ -20,14 +20,15 @@ from hypothesis import strategies as st
 from websockets.sync.client import connect
 
 from edit_engine import protocol as rpc
-from edit_engine.engine import NO_EDIT, Engine, patterns
-from edit_engine.engine import next_edit as ne_mod
+from edit_engine.edits import next_edit as ne_mod
+from edit_engine.edits import patterns
+from edit_engine.engine import NO_EDIT, Engine
 from edit_engine.eval import next_edit_set
-from edit_engine.model import DiffusionLM
+from edit_engine.model.network import DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.serve.app import BackgroundServer, create_app
 from edit_engine.serve.protocol import parse_edit_prompt, split_diffs
 from edit_engine.serve.settings import Settings
-from edit_engine.tokenizer import Tokenizer
 
 TIMEOUT = 30.0
 
@@ -482,7 +483,7 @@ def _case(case_id: str, states: list[str], cursor_line: int, region: tuple[int, 
 
 def test_eval_command_on_a_tiny_synthetic_set(tiny_checkpoint: Path, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from edit_engine.cli import main
+    from edit_engine.cli.main import main
 
     v2 = V1.replace("a = area(1)", "a = circle_area(1)")
     cases = [

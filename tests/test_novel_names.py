@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edit_engine import kernels
+from edit_engine.decoding.sampler import SamplerConfig, denoise
 from edit_engine.engine import Engine
 from edit_engine.kernels import head as khead
-from edit_engine.model import DiffusionLM
-from edit_engine.sampler import SamplerConfig, denoise
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.model.network import DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 
 DOC = "def total(numbers):\n    s = 0\n    for x in numbers:\n        s += x\n    return s\n"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edit_engine.positions import position_to_offset
+from edit_engine.syntax.positions import position_to_offset
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "examples" / "nvim"

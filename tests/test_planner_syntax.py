@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edit_engine import planner, postprocess, syntax
 from edit_engine.engine import Engine
+from edit_engine.syntax import planner, postprocess
+from edit_engine.syntax import trees as syntax
 
 CASES = [
     # (language, source, kind, replaced text, stub fill)

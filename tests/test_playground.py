@@ -28,12 +28,12 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from websockets.sync.client import connect
 
-from edit_engine import positions
 from edit_engine import protocol as rpc
 from edit_engine.engine import Engine
 from edit_engine.serve import playground
 from edit_engine.serve.app import BackgroundServer, create_app
 from edit_engine.serve.settings import Settings
+from edit_engine.syntax import positions
 
 try:
     from selenium import webdriver

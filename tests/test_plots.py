@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from edit_engine import plots
-from edit_engine.cli import main
+from edit_engine.cli import plots
+from edit_engine.cli.main import main
 from edit_engine.eval.benchmarks import BenchmarkError, resolve_data_dir
 
 PNG = b"\x89PNG\r\n\x1a\n"

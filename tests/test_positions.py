@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine import positions as P
+from edit_engine.syntax import positions as P
 
 TEXT = st.text(alphabet=st.sampled_from(list("ab \t\n\r😀é\u0301中x")), max_size=40)
 

@@ -10,8 +10,8 @@ import torch
 from edit_engine import Engine
 from edit_engine.eval import prefix_lm
 from edit_engine.eval.benchmarks import Task
-from edit_engine.model import PREFIX, DiffusionLM
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.model.network import PREFIX, DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 
 
 def _oracle(model: DiffusionLM, tok: Tokenizer, p_ids: list[int], n: int) -> list[int]:

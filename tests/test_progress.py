@@ -68,7 +68,7 @@ def _run_logged(tmp_path: Path, *args: str) -> str:
     err = tmp_path / "stderr.log"
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
     with open(tmp_path / "stdout.log", "w") as out, open(err, "w") as e:
-        p = subprocess.run([sys.executable, "-m", "edit_engine.cli", *args], stdout=out, stderr=e, cwd=ROOT,
+        p = subprocess.run([sys.executable, "-m", "edit_engine.cli.main", *args], stdout=out, stderr=e, cwd=ROOT,
                            timeout=600, env=env)
     text = err.read_text()
     assert p.returncode == 0, text

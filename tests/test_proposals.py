@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine import Engine, planner
+from edit_engine import Engine
 from edit_engine.engine import proposals
+from edit_engine.syntax import planner
 
 SRC = '''class Stack:
     def __init__(self):

@@ -244,7 +244,7 @@ def test_the_ingress_guards_like_the_single_server() -> None:
 
 
 def test_serve_without_ray_never_imports_ray() -> None:
-    code = ("import sys; from edit_engine.cli import build_parser; import edit_engine.serve.app, "
+    code = ("import sys; from edit_engine.cli.main import build_parser; import edit_engine.serve.app, "
             "edit_engine.serve.ray_app, edit_engine.serve.ray_app.options; "
             "build_parser().parse_args(['serve', '--port', '0']); assert 'ray' not in sys.modules, 'ray imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -252,7 +252,7 @@ def test_serve_without_ray_never_imports_ray() -> None:
 
 
 def test_serve_help_documents_the_ray_flags(capsys: pytest.CaptureFixture[str]) -> None:
-    from edit_engine.cli import build_parser
+    from edit_engine.cli.main import build_parser
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--help"])
@@ -664,7 +664,7 @@ class Command:
         self.url = f"http://127.0.0.1:{port}"
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "edit_engine.cli", "serve", "--ray", "--address", cluster.address,
+            [sys.executable, "-m", "edit_engine.cli.main", "serve", "--ray", "--address", cluster.address,
              "--port", str(port), "--threads", "1", "--log-level", "warning", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env, start_new_session=True)
         ready = threading.Event()

@@ -7,8 +7,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edit_engine import repair, syntax
 from edit_engine.engine import Engine
+from edit_engine.syntax import repair
+from edit_engine.syntax import trees as syntax
 
 DOC = "def f(x):\n    y = x\n    return y\n"
 

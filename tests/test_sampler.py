@@ -6,8 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine.model import DiffusionLM
-from edit_engine.sampler import (
+from edit_engine.decoding.sampler import (
     SamplerConfig,
     decide_length,
     denoise,
@@ -15,7 +14,8 @@ from edit_engine.sampler import (
     newline_tokens,
     reference_denoise,
 )
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.model.network import DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 
 CONTEXT = st.lists(st.integers(3, 511), max_size=24)
 
@@ -200,7 +200,7 @@ def test_each_setting_is_checked_and_named_by_its_one_definition() -> None:
 
     import pytest
 
-    from edit_engine.sampler import SETTINGS
+    from edit_engine.decoding.sampler import SETTINGS
 
     assert list(SETTINGS) == [f.name for f in dataclasses.fields(SamplerConfig)]
     s = SETTINGS["pad_threshold"]
@@ -279,7 +279,7 @@ def test_a_lower_pad_threshold_never_sets_a_later_end(seed: int, c: int, lo: int
     """The length rule ends the canvas at the first open slot whose pad probability reaches T, so a lower T
     (``--pad-threshold``, sampler.json) sets the end at the same slot or earlier, never later. (The fill itself
     can come out longer: where no slot reaches a high T nothing is decided and the model may end the line with
-    a newline early, while a lower T's end forbids pads before it; docs/results.md, "The length
+    a newline early, while a lower T's end forbids pads before it; docs/results-archive-2026-12-05.md, "The length
     threshold".)"""
     g = torch.Generator().manual_seed(seed)
     vocab, pad_id, mask_id = 12, 0, 1
@@ -341,7 +341,7 @@ def test_floor_ramp_skips_a_given_canvas(tiny_model: DiffusionLM, tiny_tokenizer
 
 
 def test_keyword_tokens_match_whole_words_after_blanks() -> None:
-    from edit_engine.sampler import keyword_tokens
+    from edit_engine.decoding.sampler import keyword_tokens
 
     vocab = [" for", "for", "format", " fo", "\tif", " if(", " else:", " elsewhere", "x", "  while", "#for", ""]
     table = keyword_tokens(lambda ids: vocab[ids[0]], len(vocab), ("for", "if", "else", "while"))
@@ -358,7 +358,7 @@ def test_commit_pass_keeps_slot_0_inside_first(seed: int, c: int, threshold: flo
     """``first``: whatever the logits, slot 0 is committed to one of the allowed tokens (or stays masked); every
     other slot committed in both runs holds the token it holds without the constraint (which slots the floor
     takes may differ: slot 0's score changes)."""
-    from edit_engine.sampler import commit_pass
+    from edit_engine.decoding.sampler import commit_pass
 
     pad, mask, v = 0, 1, 16
     g = torch.Generator().manual_seed(seed)
@@ -402,7 +402,7 @@ def test_the_denoise_state_machine_on_any_logits(seed: int, init: int, mx: int, 
     scheduler step it: masks only go away, a committed slot never changes, every pass commits at least one slot
     until it stops, the canvas grows only when full and never past ``max_tokens``, pads stay at the tail, and
     the last Step is final with a stop reason that matches the canvas."""
-    from edit_engine.sampler import DenoiseState
+    from edit_engine.decoding.sampler import DenoiseState
 
     vocab, pad, mask, nl = 11, 0, 1, 2
     g = torch.Generator().manual_seed(seed)

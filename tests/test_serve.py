@@ -22,10 +22,10 @@ from websockets.sync.client import ClientConnection, connect
 
 from edit_engine import protocol as rpc
 from edit_engine.engine import Engine
-from edit_engine.model import DiffusionLM
+from edit_engine.model.network import DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.serve.app import BackgroundServer, create_app
 from edit_engine.serve.settings import Settings
-from edit_engine.tokenizer import Tokenizer
 
 TIMEOUT = 30.0  # seconds: every wait in these tests is bounded by it
 PREFIX = "def add(a, b):\n    return "
@@ -436,7 +436,7 @@ def test_api_key_is_enforced(engine: Engine) -> None:
 
 
 def test_cli_refuses_a_public_address_without_a_key(capsys: pytest.CaptureFixture[str]) -> None:
-    from edit_engine.cli import main
+    from edit_engine.cli.main import main
 
     assert main(["serve", "--host", "0.0.0.0"]) == 2
     err = capsys.readouterr().err
@@ -444,7 +444,7 @@ def test_cli_refuses_a_public_address_without_a_key(capsys: pytest.CaptureFixtur
 
 
 def test_settings_flags_over_environment_over_defaults() -> None:
-    from edit_engine.cli import build_parser
+    from edit_engine.cli.main import build_parser
 
     env = {"EDIT_ENGINE_PORT": "9000", "EDIT_ENGINE_API_KEY": "k", "EDIT_ENGINE_MAX_BATCH": "4"}
     s = Settings.resolve(build_parser().parse_args(["serve", "--port", "9100"]), env)
@@ -481,7 +481,7 @@ def test_openai_client_streams_diffusing_snapshots(server: BackgroundServer) -> 
 
 @pytest.mark.slow
 def test_packaged_model_end_to_end() -> None:
-    from edit_engine import checkpoint
+    from edit_engine.model import checkpoint
 
     if not (checkpoint.DEFAULT_DIR / "config.json").exists():
         pytest.skip("no packaged model at edit_engine/models/default yet")
@@ -504,7 +504,7 @@ def test_cli_serve_process_answers(tiny_checkpoint: Any) -> None:
     with socket.socket() as s:  # a free loopback port for the child (released just before it binds)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code = "import sys; from edit_engine.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from edit_engine.cli.main import main; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "EDIT_ENGINE_MAX_TOKENS": "16", "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-c", code, "serve", "--port", str(port), "--model",
                              str(tiny_checkpoint), "--threads", "1", "--log-level", "warning"], env=env)
@@ -556,7 +556,7 @@ def _engine_passes(engine: Engine, params: dict[str, Any], max_tokens: int) -> l
 
 
 def _lsp_range(text: str, start: int, end: int) -> dict[str, Any]:
-    from edit_engine import positions
+    from edit_engine.syntax import positions
 
     return rpc.lsp_range(positions.offset_to_position(text, start, "utf-16"),
                          positions.offset_to_position(text, end, "utf-16"))

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edit_engine.engine import DocumentPlan, Engine, Pass
-from edit_engine.model import ContextCache, DiffusionLM
+from edit_engine.model.network import ContextCache, DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.serve.batching import Cancelled, Continuation, JobPass, JobSpec, Overloaded, Scheduler
 from edit_engine.serve.metrics import Metrics
-from edit_engine.tokenizer import Tokenizer
 
 CODE = st.text(alphabet="abcdefxyz_ ()=:+\n\t0123456789", max_size=120)
 

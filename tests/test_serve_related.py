@@ -24,14 +24,14 @@ from websockets.sync.client import ClientConnection, connect
 from edit_engine import protocol as rpc
 from edit_engine.engine import DocumentPlan, Engine
 from edit_engine.engine.document import Answer
-from edit_engine.model import ContextCache, DiffusionLM
+from edit_engine.model.network import ContextCache, DiffusionLM
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.serve.app import BackgroundServer, create_app
 from edit_engine.serve.batching import JobPass, JobSpec, Scheduler
 from edit_engine.serve.metrics import Metrics
 from edit_engine.serve.protocol import MAX_RELATED
 from edit_engine.serve.serving import document_spec, insertion_at
 from edit_engine.serve.settings import Settings
-from edit_engine.tokenizer import Tokenizer
 
 TIMEOUT = 30.0  # seconds: every wait in these tests is bounded by it
 DOC = "def add(a, b):\n    return \n\nprint(add(1, 2))\n"

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine import postprocess, syntax
+from edit_engine.syntax import postprocess
+from edit_engine.syntax import trees as syntax
 
 LANGS = ["python", "javascript", "typescript", "tsx", "rust", "go"]
 HELLO = {
@@ -154,7 +155,7 @@ def test_reindent_keeps_relative_levels() -> None:
 def test_a_dialect_inherits_its_base_languages_query() -> None:
     """``; inherits: javascript`` in TypeScript's spans.scm: its query holds JavaScript's patterns and its own;
     TSX inherits TypeScript's whole."""
-    from edit_engine import syntax
+    from edit_engine.syntax import trees as syntax
 
     js, ts_, tsx = (syntax.load(n).query for n in ("javascript", "typescript", "tsx"))
     assert js is not None and ts_ is not None and tsx is not None

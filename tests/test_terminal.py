@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from edit_engine.cli.infill import PLACEHOLDER, show_stream
 from edit_engine.engine import Pass
-from edit_engine.infill_cli import PLACEHOLDER, show_stream
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample.py"
@@ -41,7 +41,7 @@ def _no_terminal_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in TERMINAL_ENV}
-    return subprocess.run([sys.executable, "-m", "edit_engine.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "edit_engine.cli.main", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=300, env={**base, **(env or {})})
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine.tokenizer import MASK, Tokenizer
+from edit_engine.model.tokenizer import MASK, Tokenizer
 
 
 @settings(max_examples=200, deadline=None)

@@ -15,10 +15,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edit_engine import checkpoint
-from edit_engine.cli import main
-from edit_engine.model import CANVAS, PRESETS
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.cli.main import main
+from edit_engine.model import checkpoint
+from edit_engine.model.network import CANVAS, PRESETS
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.train import cli as train_cli
 from edit_engine.train import corpus, data
 
@@ -116,7 +116,7 @@ def test_vocab_size_sizes_tokenizer_and_model(tmp_path: Path, corpus_dir: Path,
     """``--vocab-size N`` (the tokenizer-size scaling runs): the trained tokenizer has N tokens and the model's
     embedding and tied head are N rows, whatever the preset's vocabulary; a size that cannot hold the bytes and
     special tokens is a usage error."""
-    from edit_engine.tokenizer import Tokenizer
+    from edit_engine.model.tokenizer import Tokenizer
     from edit_engine.train import loop
 
     real = loop.TrainConfig.__init__
@@ -144,7 +144,7 @@ def test_compiled_training_step_matches_eager(tmp_path: Path, corpus_dir: Path, 
     compiled run trains and saves a checkpoint that loads as any other."""
     import random as _random
 
-    from edit_engine.model import DiffusionLM
+    from edit_engine.model.network import DiffusionLM
     from edit_engine.train import data, loop
 
     torch.manual_seed(0)
@@ -184,7 +184,7 @@ def test_holes_per_window_trains_and_validates_single_hole(tmp_path: Path, corpu
     """``--holes-per-window 4``: training rows hold several holes (more canvas slots per row), validation
     batches stay single-hole (so runs with and without it compare on the same batches), and the run saves a
     checkpoint that loads."""
-    from edit_engine.tokenizer import Tokenizer
+    from edit_engine.model.tokenizer import Tokenizer
     from edit_engine.train import loop
 
     rec = _train(tmp_path / "w", corpus_dir, "--steps", "3", "--holes-per-window", "4", "--window-span", "32")

@@ -10,8 +10,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edit_engine.model import CANVAS, PRESETS, DiffusionLM, layout_mask, layout_positions
-from edit_engine.tokenizer import Tokenizer
+from edit_engine.model.network import CANVAS, PRESETS, DiffusionLM, layout_mask, layout_positions
+from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.train import data, loop
 from edit_engine.train.windows import Window, collate_windows, make_window, window_mask
 

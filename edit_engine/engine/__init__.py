@@ -1,17 +1,17 @@
 """The engine: ``Engine`` (``facade``) and the parts it is made of. Front ends import from here."""
 
-from .apply import ApplyResult, Placement, guess_language
-from .contexts import (
+from edit_engine.edits.apply import ApplyResult, Placement, guess_language
+from edit_engine.edits.next_edit import NO_EDIT, NextEdit, default_region
+from edit_engine.engine.contexts import (
     CONTEXT_STEP_CHARS,
     CONTEXT_STEP_TOKENS,
     ContextCacheConfig,
     ContextCacheStats,
     ContextStore,
 )
-from .document import DocumentPlan
-from .facade import Engine, Prepared
-from .next_edit import NO_EDIT, NextEdit, default_region
-from .results import (
+from edit_engine.engine.document import DocumentPlan
+from edit_engine.engine.facade import Engine, Prepared
+from edit_engine.engine.results import (
     LANGUAGES_BY_SUFFIX,
     MAX_DOCUMENT_CHARS,
     PLACEHOLDER,

@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import positions
+from edit_engine.syntax import positions
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,11 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import ar, positions
-from ..interfaces import TextTokenizer
-from ..model import ContextCache
-from ..tokenizer import trim_end, trim_start
+from edit_engine.decoding import ar
+from edit_engine.model.interfaces import TextTokenizer
+from edit_engine.model.network import ContextCache
+from edit_engine.model.tokenizer import trim_end, trim_start
+from edit_engine.syntax import positions
 
 CONTEXT_STEP_CHARS = 512
 CONTEXT_STEP_TOKENS = 64

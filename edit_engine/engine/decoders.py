@@ -2,7 +2,7 @@
 
 ``DiffusionDecoder`` (ours and the open diffusion coders): the context encoded once (kept per document where
 the model's cache is exact), then ``sampler.denoise``. ``ARDecoder`` (the autoregressive baseline,
-``edit_engine/ar.py``): one pass per generated token over a key/value cache kept per document the same way.
+``edit_engine/decoding/ar.py``): one pass per generated token over a key/value cache kept per document the same way.
 Both yield ``sampler.Step``s, so the engine streams them alike. ``canvas`` says whether the decoder works on a
 canvas of masks: only then do token healing, slot-0 tables, the model's choice of indentation, rewrite mode,
 repair rounds and the server's batched scheduler apply.
@@ -16,11 +16,11 @@ from typing import Protocol
 
 import torch
 
-from .. import ar
-from ..interfaces import CanvasModel, TextTokenizer
-from ..sampler import SamplerConfig, Step, denoise
-from .contexts import ContextStore
-from .vocab import TokenTables
+from edit_engine.decoding import ar
+from edit_engine.decoding.sampler import SamplerConfig, Step, denoise
+from edit_engine.engine.contexts import ContextStore
+from edit_engine.engine.vocab import TokenTables
+from edit_engine.model.interfaces import CanvasModel, TextTokenizer
 
 
 class Decoder(Protocol):

@@ -18,11 +18,12 @@ from typing import Any
 
 import torch
 
-from .. import planner, postprocess, repair, syntax
-from ..sampler import SamplerConfig
-from . import analysis, proposals
-from .results import unheal
-from .runtime import Runtime
+from edit_engine.decoding.sampler import SamplerConfig
+from edit_engine.engine import analysis, proposals
+from edit_engine.engine.results import unheal
+from edit_engine.engine.runtime import Runtime
+from edit_engine.syntax import planner, postprocess, repair
+from edit_engine.syntax import trees as syntax
 
 
 @dataclass(frozen=True)

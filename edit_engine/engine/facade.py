@@ -31,19 +31,20 @@ from typing import Any
 
 import torch
 
-from .. import checkpoint, syntax
-from ..interfaces import CanvasModel, TextTokenizer
-from ..sampler import SamplerConfig
-from . import apply as applying
-from . import next_edit as next_edits
-from . import rounds
-from .apply import ApplyResult
-from .contexts import ContextCacheConfig, ContextStore
-from .document import DocumentPlan, plan_document
-from .edit_model import EditModel
-from .next_edit import NextEdit
-from .results import Completion, InfillResult, Pass, decode_preview, unheal
-from .runtime import Runtime, check_text
+from edit_engine.decoding.sampler import SamplerConfig
+from edit_engine.edits import apply as applying
+from edit_engine.edits import next_edit as next_edits
+from edit_engine.edits.apply import ApplyResult
+from edit_engine.edits.edit_model import EditModel
+from edit_engine.edits.next_edit import NextEdit
+from edit_engine.engine import rounds
+from edit_engine.engine.contexts import ContextCacheConfig, ContextStore
+from edit_engine.engine.document import DocumentPlan, plan_document
+from edit_engine.engine.results import Completion, InfillResult, Pass, decode_preview, unheal
+from edit_engine.engine.runtime import Runtime, check_text
+from edit_engine.model import checkpoint
+from edit_engine.model.interfaces import CanvasModel, TextTokenizer
+from edit_engine.syntax import trees as syntax
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class Engine:
 
     @property
     def is_ar(self) -> bool:
-        """An autoregressive checkpoint (the baseline), decoded token by token (``edit_engine/ar.py``)."""
+        """An autoregressive checkpoint (the baseline), decoded token by token (``edit_engine/decoding/ar.py``)."""
         return not self.rt.canvas
 
     @property

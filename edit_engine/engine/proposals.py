@@ -36,7 +36,8 @@ import numpy as np
 import torch
 import tree_sitter as ts
 
-from .. import planner, syntax
+from edit_engine.syntax import planner
+from edit_engine.syntax import trees as syntax
 
 KINDS = ("statement", "header", "rest_of_line", "in_line", "in_brackets")  # single-line code spans that take copies
 MAX_SOURCE_CHARS = 1_000_000  # related text searched, in all
@@ -53,7 +54,7 @@ HOLE = "\x00"  # the hole's line in the document's own ``Source``  # a search ta
 @dataclass(frozen=True)
 class Accept:
     """When a copy is accepted: its context match (characters) and the model's mean log-probability over its
-    tokens and the pad after them. Measured on held-out code (docs/results.md): the packaged model's scores
+    tokens and the pad after them. Measured on held-out code (docs/results-archive-2026-12-05.md): the packaged model's scores
     hardly separate right copies from wrong ones (ranking candidates by them lowered exact match), so the
     context ranks and the model only vetoes copies it finds very unlikely."""
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from .. import planner, repair
-from ..interfaces import TextTokenizer
-from ..sampler import Step, denoise
-from .document import DocumentPlan
-from .results import Pass, decode_preview
-from .runtime import Runtime
+from edit_engine.decoding.sampler import Step, denoise
+from edit_engine.engine.document import DocumentPlan
+from edit_engine.engine.results import Pass, decode_preview
+from edit_engine.engine.runtime import Runtime
+from edit_engine.model.interfaces import TextTokenizer
+from edit_engine.syntax import planner, repair
 
 REWRITE_SHARE = 0.25  # rewrite mode re-masks this share of the selection's tokens (the least likely)
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import torch
 
-from .. import syntax
-from ..interfaces import CanvasModel, TextTokenizer
-from ..sampler import SamplerConfig
-from . import decoders
-from .contexts import ContextCacheConfig, ContextStore, context_ids, doc_key
-from .results import MAX_DOCUMENT_CHARS
-from .vocab import TokenTables
+from edit_engine.decoding.sampler import SamplerConfig
+from edit_engine.engine import decoders
+from edit_engine.engine.contexts import ContextCacheConfig, ContextStore, context_ids, doc_key
+from edit_engine.engine.results import MAX_DOCUMENT_CHARS
+from edit_engine.engine.vocab import TokenTables
+from edit_engine.model.interfaces import CanvasModel, TextTokenizer
+from edit_engine.syntax import trees as syntax
 
 RECENT_DOCUMENTS = 256  # documents whose last insertion is kept for typing through it
 

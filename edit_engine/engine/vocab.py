@@ -9,9 +9,9 @@ import threading
 
 import torch
 
-from .. import syntax
-from ..interfaces import CanvasModel, TextTokenizer
-from ..sampler import SamplerConfig, keyword_tokens, newline_tokens
+from edit_engine.decoding.sampler import SamplerConfig, keyword_tokens, newline_tokens
+from edit_engine.model.interfaces import CanvasModel, TextTokenizer
+from edit_engine.syntax import trees as syntax
 
 # Token healing backs off at most this many characters of the word at the cursor.
 HEAL_CHARS = 32

@@ -3,9 +3,17 @@ program runner, the scoring harness, the context-gap probe, and the ``edit-engin
 
 from __future__ import annotations
 
-from .benchmarks import BENCHMARKS, BenchmarkError, Task, load, resolve_data_dir
-from .execution import ExecResult, Limits, run_program
-from .harness import Fill, Report, TaskResult, canonical_filler, empty_filler, evaluate, model_filler
+from edit_engine.eval.benchmarks import BENCHMARKS, BenchmarkError, Task, load, resolve_data_dir
+from edit_engine.eval.execution import ExecResult, Limits, run_program
+from edit_engine.eval.harness import (
+    Fill,
+    Report,
+    TaskResult,
+    canonical_filler,
+    empty_filler,
+    evaluate,
+    model_filler,
+)
 
 __all__ = [
     "BENCHMARKS", "BenchmarkError", "ExecResult", "Fill", "Limits", "Report", "Task", "TaskResult",

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import syntax
-from ..engine.apply import ApplyResult, Definition, definitions
-from .benchmarks import BenchmarkError, resolve_data_dir
+from edit_engine.edits.apply import ApplyResult, Definition, definitions
+from edit_engine.eval.benchmarks import BenchmarkError, resolve_data_dir
+from edit_engine.syntax import trees as syntax
 
 MARKER = "# ... existing code ..."
 DEFINITION_LINES = 40  # a changed definition up to this long is shown whole

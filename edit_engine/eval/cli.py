@@ -23,8 +23,8 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..cli_args import UserError, add_dtype_arg, add_sampler_args, sampler_overrides
-from .benchmarks import (
+from edit_engine.cli.args import UserError, add_dtype_arg, add_sampler_args, sampler_overrides
+from edit_engine.eval.benchmarks import (
     APPLY_BENCHMARKS,
     BENCHMARKS,
     NEXT_EDIT_BENCHMARKS,
@@ -35,12 +35,12 @@ from .benchmarks import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..train.progress import Progress
-    from .benchmarks import Task
-    from .harness import Filler, Report, TaskResult
-    from .next_edit_set import Filler as NextEditFiller
-    from .real_code import Filler as RealCodeFiller
-    from .real_code import Outcome
+    from edit_engine.eval.benchmarks import Task
+    from edit_engine.eval.harness import Filler, Report, TaskResult
+    from edit_engine.eval.next_edit_set import Filler as NextEditFiller
+    from edit_engine.eval.real_code import Filler as RealCodeFiller
+    from edit_engine.eval.real_code import Outcome
+    from edit_engine.train.progress import Progress
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -121,7 +121,7 @@ def _eval(a: argparse.Namespace) -> int:
         raise UserError("--split and --no-related go with --benchmark real-code")
     if a.plot:
         _require_plots()
-    from .benchmarks import BenchmarkError, load
+    from edit_engine.eval.benchmarks import BenchmarkError, load
 
     _check_fill_args(a)
     try:
@@ -151,10 +151,10 @@ def _apply(a: argparse.Namespace) -> int:
     if a.document or a.canonical or a.empty or a.oracle_length or a.plot:
         raise UserError("--document, --canonical, --empty, --oracle-length and --plot score fills; they do not go "
                         f"with --benchmark {a.benchmark}")
-    from ..engine import Engine
-    from ..train.progress import Progress
-    from .apply_set import next_edit_cases, report, run, synthetic_cases, table
-    from .benchmarks import BenchmarkError
+    from edit_engine.engine import Engine
+    from edit_engine.eval.apply_set import next_edit_cases, report, run, synthetic_cases, table
+    from edit_engine.eval.benchmarks import BenchmarkError
+    from edit_engine.train.progress import Progress
 
     try:
         cases = next_edit_cases(a.data, a.limit) if a.benchmark == "apply" else synthetic_cases(limit=a.limit)
@@ -181,11 +181,19 @@ def _next_edit(a: argparse.Namespace) -> int:
     if a.document or a.canonical or a.empty or a.oracle_length or a.plot:
         raise UserError("--document, --canonical, --empty, --oracle-length and --plot score fills; they do not go "
                         "with --benchmark next-edit")
-    from ..train.progress import Progress
-    from .benchmarks import BenchmarkError
-    from .next_edit_history import history_cases
-    from .next_edit_set import FILLS, engine_filler, load_cases, rename_baseline, report, run, table
-    from .release_edits import load_cases as release_cases
+    from edit_engine.eval.benchmarks import BenchmarkError
+    from edit_engine.eval.next_edit_history import history_cases
+    from edit_engine.eval.next_edit_set import (
+        FILLS,
+        engine_filler,
+        load_cases,
+        rename_baseline,
+        report,
+        run,
+        table,
+    )
+    from edit_engine.eval.release_edits import load_cases as release_cases
+    from edit_engine.train.progress import Progress
 
     if a.fill not in FILLS:
         raise UserError(f"--fill {a.fill} does not go with next-edit; choose from {', '.join(FILLS)}")
@@ -203,7 +211,7 @@ def _next_edit(a: argparse.Namespace) -> int:
     if a.fill == "rename-baseline":
         fill = rename_baseline
     else:
-        from ..engine import Engine
+        from edit_engine.engine import Engine
 
         edit_model = False if a.edit_model == "none" else a.edit_model
         engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype, edit_model=edit_model)
@@ -232,7 +240,16 @@ def _real_code(a: argparse.Namespace) -> int:
         raise UserError("--document, --canonical, --oracle-length and --plot do not go with --benchmark real-code "
                         "(it always fills through the editor's path)")
     fill_name = "empty" if a.empty else a.fill
-    from .real_code import FILLS, copy_baseline, empty_filler, engine_filler, load_cases, run, summary, table
+    from edit_engine.eval.real_code import (
+        FILLS,
+        copy_baseline,
+        empty_filler,
+        engine_filler,
+        load_cases,
+        run,
+        summary,
+        table,
+    )
 
     if fill_name not in FILLS:
         raise UserError(f"--fill {fill_name} does not go with real-code; choose from {', '.join(FILLS)}")
@@ -240,8 +257,8 @@ def _real_code(a: argparse.Namespace) -> int:
         import rapidfuzz  # noqa: F401  (edit similarity)
     except ImportError as e:
         raise UserError("real-code needs rapidfuzz for edit similarity: pip install rapidfuzz") from e
-    from ..train.progress import Progress
-    from .benchmarks import BenchmarkError
+    from edit_engine.eval.benchmarks import BenchmarkError
+    from edit_engine.train.progress import Progress
 
     split = a.split or "test"
     try:
@@ -252,7 +269,7 @@ def _real_code(a: argparse.Namespace) -> int:
     fill: RealCodeFiller
     overrides = sampler_overrides(a) if fill_name == "engine" else {}
     if fill_name == "engine":
-        from ..engine import Engine
+        from edit_engine.engine import Engine
 
         engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype, analysis=a.analysis,
                              analysis_ms=a.analysis_ms)
@@ -287,7 +304,7 @@ def _real_code(a: argparse.Namespace) -> int:
 
 def _require_plots() -> None:
     """``--plot``: a one-line error now, before the run, when matplotlib is missing."""
-    from ..plots import PlotError, require
+    from edit_engine.cli.plots import PlotError, require
 
     try:
         require()
@@ -296,7 +313,7 @@ def _require_plots() -> None:
 
 
 def _plot(out_dir: str, report: Report, tasks: list[Task], results: list[TaskResult]) -> None:
-    from ..plots import eval_plots, hole_kind
+    from edit_engine.cli.plots import eval_plots, hole_kind
 
     records = [{"benchmark": report.benchmark, "kind": hole_kind(t.canonical), "passed": r.passed,
                 "elapsed_ms": r.elapsed_ms} for t, r in zip(tasks, results, strict=True)]
@@ -332,13 +349,13 @@ class _Filling:
 
 def _filling(a: argparse.Namespace) -> _Filling:
     """The filler the flags ask for: canonical, empty, the editor's path (``--document``) or the bare model."""
-    from .harness import canonical_filler, document_filler, empty_filler, model_filler
+    from edit_engine.eval.harness import canonical_filler, document_filler, empty_filler, model_filler
 
     if a.canonical:
         return _Filling(canonical_filler, "canonical")
     if a.empty:
         return _Filling(empty_filler, "empty")
-    from ..engine import Engine
+    from edit_engine.engine import Engine
 
     engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype, analysis=a.analysis,
                          analysis_ms=a.analysis_ms)
@@ -360,8 +377,8 @@ def _filling(a: argparse.Namespace) -> _Filling:
 
 def _score(a: argparse.Namespace, tasks: list[Task], filling: _Filling) -> tuple[Report, list[TaskResult]]:
     """Fill and run the tasks; with ``--out`` each task's result is written as it comes."""
-    from .execution import Limits
-    from .harness import evaluate
+    from edit_engine.eval.execution import Limits
+    from edit_engine.eval.harness import evaluate
 
     out = open(a.out, "w", encoding="utf-8") if a.out else None  # noqa: SIM115
 
@@ -387,8 +404,8 @@ def _score(a: argparse.Namespace, tasks: list[Task], filling: _Filling) -> tuple
 def _context_gap(a: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..engine import Engine
-    from .context_gap import context_gap
+    from edit_engine.engine import Engine
+    from edit_engine.eval.context_gap import context_gap
 
     engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
     try:

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from ..engine import Engine
+    from edit_engine.engine import Engine
 
 
 def context_gap(engine: Engine, limit: int = 64, batch_size: int = 16, seed: int = 0,
                 roots: list[Path] | None = None) -> dict[str, Any]:
     """Validation losses on ``limit`` examples (rounded up to whole batches of ``batch_size`` >= 2)."""
-    from ..train import corpus
-    from ..train.data import Batch, Example, collate, make_example
-    from ..train.loop import evaluate
+    from edit_engine.train import corpus
+    from edit_engine.train.data import Batch, Example, collate, make_example
+    from edit_engine.train.loop import evaluate
 
     if batch_size < 2:
         raise ValueError("batch_size must be >= 2 (the shuffled context comes from another row)")

@@ -73,7 +73,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
-from . import sandbox
+from edit_engine.eval import sandbox
 
 logger = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..train.progress import Progress
-from .benchmarks import Task
-from .execution import ExecResult, Limits, run_program, sandbox_layers
+from edit_engine.eval.benchmarks import Task
+from edit_engine.eval.execution import ExecResult, Limits, run_program, sandbox_layers
+from edit_engine.train.progress import Progress
 
 if TYPE_CHECKING:
-    from ..engine import Engine
+    from edit_engine.engine import Engine
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ hunk as the target, in the region ``[target - 5, target end + 10)``; a target th
 comments is dropped, and at most 2 cases are kept per commit (a seeded choice).
 
 A development set that is not the benchmark: this repository's own history (the default) is what the next-edit
-thresholds are set on (``engine/next_edit.py``, ``MODEL_MARGIN``), so the benchmark stays held out.
+thresholds are set on (``edits/next_edit.py``, ``MODEL_MARGIN``), so the benchmark stays held out.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ..engine.patterns import Hunk, parse_diff
-from .benchmarks import BenchmarkError, repo_root
-from .next_edit_set import NextEditCase, case_from_json
+from edit_engine.edits.patterns import Hunk, parse_diff
+from edit_engine.eval.benchmarks import BenchmarkError, repo_root
+from edit_engine.eval.next_edit_set import NextEditCase, case_from_json
 
 MAX_HUNKS, MAX_HUNK_ROWS, MAX_FILE_ROWS = 6, 12, 40
 MAX_FILE_BYTES = 60_000

@@ -32,9 +32,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import repair, syntax
-from .apply_set import nearest_rank
-from .benchmarks import BenchmarkError, resolve_data_dir
+from edit_engine.eval.apply_set import nearest_rank
+from edit_engine.eval.benchmarks import BenchmarkError, resolve_data_dir
+from edit_engine.syntax import repair
+from edit_engine.syntax import trees as syntax
 
 NEXT_EDIT_FILE = Path("next-edit") / "next-edit.jsonl.gz"
 FILLS = ("engine", "patterns", "rename-baseline")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from edit_engine.ar import next_token
+from edit_engine.decoding.ar import next_token
 from edit_engine.eval.benchmarks import Task
 from edit_engine.eval.harness import Fill, Filler
 

@@ -37,10 +37,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .apply_set import nearest_rank
-from .benchmarks import BenchmarkError
-from .holes import parses
-from .real_code_holes import KINDS, Source, copy_fill
+from edit_engine.eval.apply_set import nearest_rank
+from edit_engine.eval.benchmarks import BenchmarkError
+from edit_engine.eval.holes import parses
+from edit_engine.eval.real_code_holes import KINDS, Source, copy_fill
 
 FILLS = ("engine", "copy-baseline", "empty")
 SPLITS = ("dev", "test")

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 
-from .. import syntax
-from ..engine.proposals import reindent
-from .holes import parses
+from edit_engine.engine.proposals import reindent
+from edit_engine.eval.holes import parses
+from edit_engine.syntax import trees as syntax
 
 KINDS = ("line", "expression", "block")
 LINE_CHARS = (8, 100)  # stripped line content

@@ -30,8 +30,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .benchmarks import BenchmarkError
-from .next_edit_set import NextEditCase, read_cases
+from edit_engine.eval.benchmarks import BenchmarkError
+from edit_engine.eval.next_edit_set import NextEditCase, read_cases
 
 CASES_FILE = "cases.jsonl.gz"
 MANIFEST_FILE = "manifest.json"

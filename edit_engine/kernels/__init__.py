@@ -4,21 +4,21 @@ The twin is the CPU path and the test oracle; ``kernels.dispatch`` picks one (``
 Imported by the model and the sampler only.
 """
 
-from .attention import canvas_attention, canvas_attention_ref
-from .commit import (
+from edit_engine.kernels.attention import canvas_attention, canvas_attention_ref
+from edit_engine.kernels.commit import (
     commit_from_stats,
     commit_from_stats_ref,
     commit_step,
     commit_step_ref,
     token_stats_ref,
 )
-from .dispatch import backend, triton_available, use_triton
-from .head import head_token_stats, head_token_stats_ref
-from .int8 import Int8Linear, gemm_ok, int8_linear, int8_linear_ref, quantize_weight
-from .matmul import linear, linear_ref
-from .rmsnorm import add_rms_norm, add_rms_norm_ref, rms_norm, rms_norm_ref
-from .rotary import apply_rotary, apply_rotary_ref, rotary_tables
-from .rules import CommitRule, HeadBans, add_logit_bias
+from edit_engine.kernels.dispatch import backend, triton_available, use_triton
+from edit_engine.kernels.head import head_token_stats, head_token_stats_ref
+from edit_engine.kernels.int8 import Int8Linear, gemm_ok, int8_linear, int8_linear_ref, quantize_weight
+from edit_engine.kernels.matmul import linear, linear_ref
+from edit_engine.kernels.rmsnorm import add_rms_norm, add_rms_norm_ref, rms_norm, rms_norm_ref
+from edit_engine.kernels.rotary import apply_rotary, apply_rotary_ref, rotary_tables
+from edit_engine.kernels.rules import CommitRule, HeadBans, add_logit_bias
 
 __all__ = [
     "add_logit_bias",

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import _triton_commit
+from edit_engine.kernels import _triton_commit
 
 
 @triton.jit

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .rules import CommitRule, commit_step_of
+from edit_engine.kernels.rules import CommitRule, commit_step_of
 
 _INT_BIG = 2**31 - 1
 

@@ -20,10 +20,10 @@ import torch
 import triton
 import triton.language as tl
 
-from . import _triton_commit
-from ._triton_attention import _dot, f32_dot
-from ._triton_commit import _INT_BIG, block_stats, finish_confidence, merge_stats
-from .rules import NO_BANS, HeadBans
+from edit_engine.kernels import _triton_commit
+from edit_engine.kernels._triton_attention import _dot, f32_dot
+from edit_engine.kernels._triton_commit import _INT_BIG, block_stats, finish_confidence, merge_stats
+from edit_engine.kernels.rules import NO_BANS, HeadBans
 
 
 @triton.jit

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .dispatch import use_triton
+from edit_engine.kernels.dispatch import use_triton
 
 
 def canvas_attention_ref(
@@ -33,7 +33,7 @@ def canvas_attention(
     # faster than the twin's SDPA at every canvas/context shape, within bf16 rounding of it: so under "auto" it
     # runs on CUDA like the other kernels (the twin elsewhere, and wherever autograd needs a gradient).
     if use_triton(q, k, v):
-        from ._triton_attention import canvas_attention_triton
+        from edit_engine.kernels._triton_attention import canvas_attention_triton
 
         return canvas_attention_triton(q, k, v, key_valid)
     return canvas_attention_ref(q, k, v, key_valid)

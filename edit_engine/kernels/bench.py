@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .rules import CommitRule
+from edit_engine.kernels.rules import CommitRule
 
 H200_PEAK_GBPS = 4800.0  # HBM3e, NVIDIA's data sheet figure
 
@@ -105,8 +105,8 @@ def _commit_fresh(fn: Callable[..., Any], logits: torch.Tensor, tokens: torch.Te
 
 
 def commit_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int]]) -> list[Case]:
-    from ._triton_commit import commit_step_triton
-    from .commit import commit_step_ref
+    from edit_engine.kernels._triton_commit import commit_step_triton
+    from edit_engine.kernels.commit import commit_step_ref
 
     out = []
     for b, c, v in shapes:
@@ -122,7 +122,7 @@ def commit_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int]]) 
 
 
 def _head_plain(h: torch.Tensor, w: torch.Tensor) -> Any:
-    from ._triton_commit import token_stats_triton
+    from edit_engine.kernels._triton_commit import token_stats_triton
 
     logits = F.linear(h, w)
     logits[..., 1] = float("-inf")
@@ -130,9 +130,9 @@ def _head_plain(h: torch.Tensor, w: torch.Tensor) -> Any:
 
 
 def head_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int]]) -> list[Case]:
-    from ._triton_head import head_token_stats_triton
-    from .head import head_token_stats_ref
-    from .rules import HeadBans
+    from edit_engine.kernels._triton_head import head_token_stats_triton
+    from edit_engine.kernels.head import head_token_stats_ref
+    from edit_engine.kernels.rules import HeadBans
 
     fused = partial(head_token_stats_triton, bans=HeadBans(ban_id=1))
     twin = partial(head_token_stats_ref, bans=HeadBans(ban_id=1))
@@ -154,8 +154,8 @@ def head_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int]]) ->
 
 
 def rms_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int]]) -> list[Case]:
-    from ._triton_rmsnorm import add_rms_norm_triton
-    from .rmsnorm import add_rms_norm_ref
+    from edit_engine.kernels._triton_rmsnorm import add_rms_norm_triton
+    from edit_engine.kernels.rmsnorm import add_rms_norm_ref
 
     out = []
     for rows, d in shapes:
@@ -169,8 +169,8 @@ def rms_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int]]) -> list[
 
 
 def rotary_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int, int]]) -> list[Case]:
-    from ._triton_rotary import apply_rotary_triton
-    from .rotary import apply_rotary_ref, rotary_tables
+    from edit_engine.kernels._triton_rotary import apply_rotary_triton
+    from edit_engine.kernels.rotary import apply_rotary_ref, rotary_tables
 
     out = []
     for b, t, h, hd in shapes:
@@ -185,8 +185,8 @@ def rotary_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int, in
 
 
 def attention_cases(dev: str, dt: torch.dtype, shapes: list[tuple[int, int, int, int, int, int]]) -> list[Case]:
-    from ._triton_attention import canvas_attention_triton
-    from .attention import canvas_attention_ref
+    from edit_engine.kernels._triton_attention import canvas_attention_triton
+    from edit_engine.kernels.attention import canvas_attention_ref
 
     out = []
     for b, h, hk, c, ctx, hd in shapes:

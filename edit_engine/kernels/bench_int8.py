@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .int8 import default_qmax, gemm_ok, int8_linear, quantize_weight
+from edit_engine.kernels.int8 import default_qmax, gemm_ok, int8_linear, quantize_weight
 
 # (rows, in, out): the small preset's projections (qkv, out, gate+up, down) and its tied head.
 FEATURES = [(256, 768), (256, 256), (256, 1408), (704, 256), (256, 8192)]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from .dispatch import use_triton
-from .rules import CommitRule, commit_step_of
+from edit_engine.kernels.dispatch import use_triton
+from edit_engine.kernels.rules import CommitRule, commit_step_of
 
 
 def token_stats_ref(logits: torch.Tensor, choice: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,7 +65,7 @@ def commit_mask_ref(
     independently in one pass, where a small model's guesses disagree most (a repeated word, a doubled
     bracket). ``True`` is R = 1. Once no more than ``min_commit`` slots of a row are masked, that row's floor
     takes them all, as the plain floor would: separating the last few picks cost the 8-slot keystroke canvas
-    3.5 passes per fill instead of 2.8 and measured no better on held-out code (docs/results.md, 2026-11-30, "The
+    3.5 passes per fill instead of 2.8 and measured no better on held-out code (docs/results-archive-2026-12-05.md, 2026-11-30, "The
     endgame rule"). The ceiling keeps its meaning, the ``max_commit`` best masked slots overall, so with
     ``spread`` a floor pick ranked below them is dropped (the best slot always commits)."""
     min_commit, max_commit = rule.min_commit, rule.max_commit
@@ -100,7 +100,7 @@ def commit_from_stats(
     idx: torch.Tensor, s: torch.Tensor, tokens: torch.Tensor, masked: torch.Tensor, rule: CommitRule
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if use_triton(s):
-        from ._triton_commit import commit_from_stats_triton
+        from edit_engine.kernels._triton_commit import commit_from_stats_triton
 
         return commit_from_stats_triton(idx, s, tokens, masked, rule)
     return commit_from_stats_ref(idx, s, tokens, masked, rule)
@@ -115,7 +115,7 @@ def commit_step(
     choice: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if use_triton(logits):
-        from ._triton_commit import commit_step_triton
+        from edit_engine.kernels._triton_commit import commit_step_triton
 
         return commit_step_triton(logits, tokens, masked, rule, choice)
     return commit_step_ref(logits, tokens, masked, rule, choice)

@@ -25,9 +25,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .commit import token_stats_ref
-from .dispatch import use_triton
-from .rules import NO_BANS, HeadBans
+from edit_engine.kernels.commit import token_stats_ref
+from edit_engine.kernels.dispatch import use_triton
+from edit_engine.kernels.rules import NO_BANS, HeadBans
 
 # Vocabulary size from which the fused kernel replaces matmul + statistics on CUDA. The one GPU run so far
 # (kernels/BENCHMARKS.md, taken beside a training) did not settle the crossover (fused won at 16K and 152K, tied
@@ -53,9 +53,9 @@ def head_token_stats(
     if fused is None:
         fused = weight.shape[0] >= FUSED_HEAD_MIN_VOCAB
     if fused:
-        from ._triton_head import head_token_stats_triton
+        from edit_engine.kernels._triton_head import head_token_stats_triton
 
         return head_token_stats_triton(h, weight, bans)
-    from ._triton_commit import token_stats_triton
+    from edit_engine.kernels._triton_commit import token_stats_triton
 
     return token_stats_triton(bans.apply(F.linear(h, weight)))

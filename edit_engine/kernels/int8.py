@@ -23,7 +23,7 @@ import functools
 
 import torch
 
-from .cpu import VNNI_FLAGS, present
+from edit_engine.kernels.cpu import VNNI_FLAGS, present
 
 QMAX = 127  # activations, and weights where the int8 GEMM is exact over the full range
 QMAX_SAFE = 64  # weights elsewhere (``weight_qmax``)

@@ -7,7 +7,7 @@ PyTorch's own compiler uses for frozen CPU weights) and every later product read
 2-core AVX2 EPYC, the packaged model's 17 products cycled as a pass cycles them (two threads, two runs): at 8 to
 128 rows 0.4-0.8x the time of the weight streamed as the left operand (``weight @ x.T``), at 1-2 rows 0.5-0.9x,
 at 4 rows 1.1-1.2x; 0.3-0.85x ``F.linear`` at every row count up to a 1,024-row context. A keystroke's whole fill,
-side by side in one process: first pass 0.94x (docs/results.md).
+side by side in one process: first pass 0.94x (docs/results-archive-2026-12-05.md).
 
 A packed copy is kept per weight tensor (the size of the weight: 21 MB more for the packaged
 model), dropped when the weight is freed, and made again when the weight changes (its storage or its version

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .dispatch import use_triton
+from edit_engine.kernels.dispatch import use_triton
 
 
 def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -28,7 +28,7 @@ def add_rms_norm_ref(
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     if use_triton(x, weight):
-        from ._triton_rmsnorm import rms_norm_triton
+        from edit_engine.kernels._triton_rmsnorm import rms_norm_triton
 
         return rms_norm_triton(x, weight, eps)
     return rms_norm_ref(x, weight, eps)
@@ -38,7 +38,7 @@ def add_rms_norm(
     x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if use_triton(x, delta, weight):
-        from ._triton_rmsnorm import add_rms_norm_triton
+        from edit_engine.kernels._triton_rmsnorm import add_rms_norm_triton
 
         return add_rms_norm_triton(x, delta, weight, eps)
     return add_rms_norm_ref(x, delta, weight, eps)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .dispatch import use_triton
+from edit_engine.kernels.dispatch import use_triton
 
 
 def rotary_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,7 +62,7 @@ def apply_rotary(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if use_triton(q, k, cos, sin):
-        from ._triton_rotary import apply_rotary_triton
+        from edit_engine.kernels._triton_rotary import apply_rotary_triton
 
         return apply_rotary_triton(q, k, cos, sin)
     return apply_rotary_ref(q, k, cos, sin)

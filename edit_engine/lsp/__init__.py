@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .settings import Settings
+from edit_engine.lsp.settings import Settings
 
 if TYPE_CHECKING:
-    from .server import create_server
+    from edit_engine.lsp.server import create_server
 
 __all__ = ["Settings", "create_server"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "create_server":
-        from .server import create_server
+        from edit_engine.lsp.server import create_server
 
         return create_server
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

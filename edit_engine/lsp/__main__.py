@@ -2,6 +2,6 @@
 
 import sys
 
-from edit_engine.cli import main
+from edit_engine.cli.main import main
 
 sys.exit(main(["lsp", *sys.argv[1:]]))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from edit_engine.cli_args import UserError, add_dtype_arg, is_loopback
+from edit_engine.cli.args import UserError, add_dtype_arg, is_loopback
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -54,11 +54,11 @@ def _lsp(a: argparse.Namespace) -> int:
     if a.dtype:  # the process default that Engine.load reads, for every model this server loads
         import os
 
-        from edit_engine.checkpoint import DTYPE_ENV
+        from edit_engine.model.checkpoint import DTYPE_ENV
 
         os.environ[DTYPE_ENV] = a.dtype
-    from .server import create_server
-    from .settings import parse
+    from edit_engine.lsp.server import create_server
+    from edit_engine.lsp.settings import parse
 
     settings, warnings = parse({"modelPath": a.model} if a.model else {})
     for w in warnings:

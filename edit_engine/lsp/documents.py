@@ -10,7 +10,7 @@ takes one), so an edit still copies it, which C does in about a millisecond for 
 Each document also keeps its recent edits (``lsp.history``: unified diffs for next-edit requests) and when it was
 last edited (``touched``, to rank the other open documents sent with a request as related code).
 
-Positions follow ``edit_engine.positions`` exactly (LSP line breaks ``\\n``, ``\\r\\n``, ``\\r``; clamping; code
+Positions follow ``edit_engine.syntax.positions`` exactly (LSP line breaks ``\\n``, ``\\r\\n``, ``\\r``; clamping; code
 units per encoding); a property test checks that both agree.
 """
 
@@ -24,9 +24,8 @@ from typing import Any
 import numpy as np
 
 from edit_engine import protocol
-from edit_engine.positions import Encoding, code_units, common_prefix, position_to_offset
-
-from .history import EditHistory
+from edit_engine.lsp.history import EditHistory
+from edit_engine.syntax.positions import Encoding, code_units, common_prefix, position_to_offset
 
 _BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -52,7 +51,7 @@ def _all_starts(text: str) -> np.ndarray[Any, np.dtype[np.int64]]:
 
 
 class LineIndex:
-    """Where each line of a text starts, as character offsets (``edit_engine.positions.line_starts``)."""
+    """Where each line of a text starts, as character offsets (``edit_engine.syntax.positions.line_starts``)."""
 
     def __init__(self, text: str) -> None:
         self.starts = _all_starts(text)

@@ -4,7 +4,7 @@ Every request that runs the model goes through ``_fill``: it supersedes the requ
 document, pulls the engine's passes one at a time in a worker thread (so the event loop keeps reading
 ``$/cancelRequest`` and ``didChange`` between passes), checks after each pass that the document has not
 changed, optionally streams the pass to the client as ``editEngine/pass``, and returns the last pass. Position
-conversions go through each document's line index (``lsp.documents``, which follows ``edit_engine.positions``);
+conversions go through each document's line index (``lsp.documents``, which follows ``edit_engine.syntax.positions``);
 nothing here knows about tokens or the model.
 
 Documents over ``protocol.MAX_DOCUMENT_CHARS`` (the HTTP server's limit too) are kept in sync but never sent to
@@ -46,14 +46,13 @@ from pygls.lsp.server import LanguageServer
 
 from edit_engine import Engine, Pass, protocol
 from edit_engine.engine import NextEdit
-from edit_engine.positions import ENCODINGS, Encoding
-
-from . import settings as settings_mod
-from . import transport
-from .documents import Document, apply_change
-from .rpc import Protocol
-from .settings import Settings
-from .workspace import Workspace
+from edit_engine.lsp import settings as settings_mod
+from edit_engine.lsp import transport
+from edit_engine.lsp.documents import Document, apply_change
+from edit_engine.lsp.rpc import Protocol
+from edit_engine.lsp.settings import Settings
+from edit_engine.lsp.workspace import Workspace
+from edit_engine.syntax.positions import ENCODINGS, Encoding
 
 __all__ = ["Document", "EditEngineServer", "apply_change"]
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 from lsprotocol import types
 
 from edit_engine import protocol
-
-from . import handlers
-from .handlers import EditEngineServer
-from .rpc import STATUS
-from .settings import Settings
+from edit_engine.lsp import handlers
+from edit_engine.lsp.handlers import EditEngineServer
+from edit_engine.lsp.rpc import STATUS
+from edit_engine.lsp.settings import Settings
 
 
 def create_server(settings: Settings | None = None) -> EditEngineServer:

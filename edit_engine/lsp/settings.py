@@ -31,11 +31,11 @@ class Settings:
     # Start a document's fill on the keystroke (its didChange), once the client has asked that document for an
     # inline completion: the request that follows (after the editor's debounce) finds it running or done, and is
     # sent its passes so far and the rest as they come (``handlers.start_early``). Measured with a 50 ms debounce:
-    # a model-run answer's first pass 2.8 ms after the request instead of 21 (docs/results.md).
+    # a model-run answer's first pass 2.8 ms after the request instead of 21 (docs/results-archive-2026-12-05.md).
     start_on_keystroke: bool = True
     # Repair rounds for the fills asked while typing (automatic inline completions, fills started on the
     # keystroke): the fill is still checked and cut to its longest prefix that parses. Explicit requests run the
-    # engine's full repair. 0: measured as fast and as right while typing (docs/results.md).
+    # engine's full repair. 0: measured as fast and as right while typing (docs/results-archive-2026-12-05.md).
     typing_repair_rounds: int = 0
 
     def overrides(self) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def _max_tokens(v: Any) -> int | None:
 
 
 def _rounds(v: Any) -> int:
-    from edit_engine.repair import MAX_ROUNDS
+    from edit_engine.syntax.repair import MAX_ROUNDS
 
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_ROUNDS:
         raise ValueError(f"expected an integer from 0 to {MAX_ROUNDS}")
@@ -82,7 +82,7 @@ def _bool(v: Any) -> bool:
 
 def _optional(name: str) -> Callable[[Any], Any]:
     """A sampler setting's check (``sampler_settings.SETTINGS``), with None for "the model's own"."""
-    from edit_engine.sampler_settings import SETTINGS
+    from edit_engine.decoding.sampler_settings import SETTINGS
 
     def check(v: Any) -> Any:
         return None if v is None else SETTINGS[name].check(v)
@@ -91,7 +91,7 @@ def _optional(name: str) -> Callable[[Any], Any]:
 
 
 def _keys() -> dict[str, tuple[str, Callable[[Any], Any]]]:
-    from edit_engine.sampler_settings import SETTINGS
+    from edit_engine.decoding.sampler_settings import SETTINGS
 
     keys: dict[str, tuple[str, Callable[[Any], Any]]] = {
         "modelPath": ("model_path", _model_path),
@@ -140,7 +140,7 @@ def vscode_properties() -> dict[str, dict[str, Any]]:
     """The VS Code extension's sampler settings (``contributes.configuration.properties`` entries), made from
     the one definition of each setting. ``python -m edit_engine.lsp.settings PACKAGE_JSON`` writes them into the
     extension's manifest; a test fails when the manifest drifts from this."""
-    from edit_engine.sampler_settings import SETTINGS
+    from edit_engine.decoding.sampler_settings import SETTINGS
 
     out: dict[str, dict[str, Any]] = {}
     for n in SAMPLER_KEYS:

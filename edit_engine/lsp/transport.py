@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from .rpc import Protocol
+from edit_engine.lsp.rpc import Protocol
 
 log = logging.getLogger("lsp.transport")
 

@@ -9,6 +9,6 @@ FastAPI is imported by ``app``, not here, so ``edit-engine --help`` stays fast.
 
 from __future__ import annotations
 
-from .settings import Settings
+from edit_engine.serve.settings import Settings
 
 __all__ = ["Settings"]

@@ -17,14 +17,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..engine import Engine
-from . import playground
-from .errors import ServeError
-from .guard import Guard, error_response, guarded_h11
-from .metrics import Metrics
-from .routes import protected, public
-from .serving import Service
-from .settings import Settings
+from edit_engine.engine import Engine
+from edit_engine.serve import playground
+from edit_engine.serve.errors import ServeError
+from edit_engine.serve.guard import Guard, error_response, guarded_h11
+from edit_engine.serve.metrics import Metrics
+from edit_engine.serve.routes import protected, public
+from edit_engine.serve.serving import Service
+from edit_engine.serve.settings import Settings
 
 log = logging.getLogger("edit_engine.serve")
 

@@ -43,11 +43,11 @@ from typing import Any
 
 import torch
 
-from ..engine import Engine, Pass, Prepared, decode_preview, unheal
-from ..engine.document import Answer
-from ..model import ContextCache
-from ..sampler import DenoiseState, SamplerConfig, Step
-from .metrics import Metrics
+from edit_engine.decoding.sampler import DenoiseState, SamplerConfig, Step
+from edit_engine.engine import Engine, Pass, Prepared, decode_preview, unheal
+from edit_engine.engine.document import Answer
+from edit_engine.model.network import ContextCache
+from edit_engine.serve.metrics import Metrics
 
 log = logging.getLogger("edit_engine.serve")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import UserError
-from .settings import Settings
+from edit_engine.cli.args import UserError
+from edit_engine.serve.settings import Settings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,20 +34,20 @@ def _serve(a: argparse.Namespace) -> int:
         return _serve_ray(settings)
     import uvicorn
 
-    from .app import create_app, uvicorn_config
+    from edit_engine.serve.app import create_app, uvicorn_config
 
     uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()
     return 0
 
 
 def _serve_ray(settings: Settings) -> int:
-    from .ray_app import options
+    from edit_engine.serve.ray_app import options
 
     try:
         options.check(settings)
         import ray.serve  # noqa: F401
 
-        from .ray_app.launch import run
+        from edit_engine.serve.ray_app.launch import run
     except ValueError as e:
         raise UserError(str(e)) from e
     except ImportError as e:

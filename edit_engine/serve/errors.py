@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import protocol as rpc
+from edit_engine import protocol as rpc
 
 # kind -> (JSON-RPC code, HTTP status, OpenAI error type)
 KINDS: dict[str, tuple[int, int, str]] = {

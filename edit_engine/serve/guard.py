@@ -34,9 +34,9 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from . import playground
-from .errors import ServeError
-from .ws import authorized
+from edit_engine.serve import playground
+from edit_engine.serve.errors import ServeError
+from edit_engine.serve.ws import authorized
 
 PUBLIC_PATHS = frozenset({"/healthz"}) | playground.PUBLIC_PATHS  # answered without the API key
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..repair import MAX_ROUNDS
-from ..sampler import SEED_MAX, SETTINGS
-from .fim import MAX_STOP, MAX_STOP_CHARS, split_fim
+from edit_engine.decoding.sampler import SEED_MAX, SETTINGS
+from edit_engine.serve.fim import MAX_STOP, MAX_STOP_CHARS, split_fim
+from edit_engine.syntax.repair import MAX_ROUNDS
 
 _STRICT = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
 INT32_MAX = 2**31 - 1  # LSP's integer; every integer field is bounded

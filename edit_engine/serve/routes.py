@@ -17,12 +17,11 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Depends, Request, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from ..engine import default_region, guess_language, language_for_path
-from ..positions import line_starts
-from .batching import Cancelled, Job
-from .errors import ServeError
-from .fim import cut_at_stop
-from .protocol import (
+from edit_engine.engine import default_region, guess_language, language_for_path
+from edit_engine.serve.batching import Cancelled, Job
+from edit_engine.serve.errors import ServeError
+from edit_engine.serve.fim import cut_at_stop
+from edit_engine.serve.protocol import (
     APPLY_SSE_DESCRIPTION,
     NEXT_EDIT_SSE_DESCRIPTION,
     SSE_DESCRIPTION,
@@ -41,8 +40,9 @@ from .protocol import (
     fenced,
     models_body,
 )
-from .serving import Service
-from .ws import authorized, websocket_endpoint
+from edit_engine.serve.serving import Service
+from edit_engine.serve.ws import authorized, websocket_endpoint
+from edit_engine.syntax.positions import line_starts
 
 _T = TypeVar("_T")
 STARTED = int(time.time())

@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import positions
-from .. import protocol as rpc
-from ..engine import DocumentPlan, Engine, Pass
-from .batching import Job, JobSpec, LastPass, Overloaded, Scheduler
-from .errors import ServeError
-from .metrics import Metrics
-from .protocol import CompletionRequest, InfillParams
-from .settings import Settings
+from edit_engine import protocol as rpc
+from edit_engine.engine import DocumentPlan, Engine, Pass
+from edit_engine.serve.batching import Job, JobSpec, LastPass, Overloaded, Scheduler
+from edit_engine.serve.errors import ServeError
+from edit_engine.serve.metrics import Metrics
+from edit_engine.serve.protocol import CompletionRequest, InfillParams
+from edit_engine.serve.settings import Settings
+from edit_engine.syntax import positions
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
-from ..cli_args import is_loopback
-from ..protocol import MAX_DOCUMENT_CHARS
+from edit_engine.cli.args import is_loopback
+from edit_engine.protocol import MAX_DOCUMENT_CHARS
 
 ENV_PREFIX = "EDIT_ENGINE_"
 
@@ -97,7 +97,7 @@ class Settings:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is outside 0..65535")
         if self.dtype:
-            from ..dtypes import check_dtype_name
+            from edit_engine.model.dtypes import check_dtype_name
 
             check_dtype_name(self.dtype)
 

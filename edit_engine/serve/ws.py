@@ -24,11 +24,10 @@ from typing import Any, TypeVar
 from fastapi import WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ValidationError
 
-from .. import positions
-from .. import protocol as rpc
-from .batching import Cancelled, Job
-from .errors import ServeError, rpc_error_message
-from .protocol import (
+from edit_engine import protocol as rpc
+from edit_engine.serve.batching import Cancelled, Job
+from edit_engine.serve.errors import ServeError, rpc_error_message
+from edit_engine.serve.protocol import (
     ApplyParams,
     CancelParams,
     InfillParams,
@@ -38,7 +37,8 @@ from .protocol import (
     fill_source,
     next_edit_result,
 )
-from .serving import Planned, Service
+from edit_engine.serve.serving import Planned, Service
+from edit_engine.syntax import positions
 
 _P = TypeVar("_P", bound=BaseModel)
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .loop import TrainConfig, train
+    from edit_engine.train.loop import TrainConfig, train
 
 __all__ = ["TrainConfig", "train"]
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from . import loop
+        from edit_engine.train import loop
 
         return getattr(loop, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,14 +2,14 @@
 
 ``add_parser(sub)`` adds the ``train`` parser to the ``edit-engine`` subparsers and sets its handler
 (``handler=run``). Torch and the training loop are imported inside ``run``, so ``edit-engine --help`` stays fast.
-Usage errors raise ``cli_args.UserError`` (one line on stderr, exit code 2).
+Usage errors raise ``cli.args.UserError`` (one line on stderr, exit code 2).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from ..cli_args import UserError
+from edit_engine.cli.args import UserError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -71,7 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(a: argparse.Namespace) -> int:
     """Train as the parsed flags say; 0 when the run ends. Bad flag values raise ``UserError``."""
-    from .loop import TrainConfig, train
+    from edit_engine.train.loop import TrainConfig, train
 
     if not a.minutes and not a.steps:
         raise UserError("give --minutes or --steps")

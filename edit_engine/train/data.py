@@ -19,7 +19,7 @@ the canvas size depended on the length (the smallest bucket that holds the hole)
 length, and at serving time a 16-slot canvas biased every fill towards 9-16 tokens; pads drawn from such a
 distribution were also what collapsed earlier models to empty fills.
 
-``collate_ar`` lays out the same examples for the autoregressive baseline (``edit_engine.ar``): prefix-suffix-
+``collate_ar`` lays out the same examples for the autoregressive baseline (``edit_engine.decoding.ar``): prefix-suffix-
 middle sequences, causal, next-token targets.
 """
 
@@ -31,8 +31,8 @@ from typing import Any
 
 import torch
 
-from ..model import ABSENT, CANVAS, PREFIX, SUFFIX
-from ..tokenizer import Tokenizer, trim_end, trim_start
+from edit_engine.model.network import ABSENT, CANVAS, PREFIX, SUFFIX
+from edit_engine.model.tokenizer import Tokenizer, trim_end, trim_start
 
 # Canvas sizes seen in training and their probabilities (independent of the hole; see the module doc).
 CANVAS_SIZES: dict[int, float] = {8: 0.15, 16: 0.35, 32: 0.28, 64: 0.17, 128: 0.05}
@@ -345,11 +345,11 @@ def lay_canvas(tokens: torch.Tensor, kind: torch.Tensor, targets: torch.Tensor, 
 
 
 def collate_ar(examples: list[Example], tok: Tokenizer, max_middle: int = MAX_HOLE) -> Batch:
-    """The autoregressive baseline's batch: prefix-suffix-middle sequences (``edit_engine.ar.psm_prompt``), all
+    """The autoregressive baseline's batch: prefix-suffix-middle sequences (``edit_engine.decoding.ar.psm_prompt``), all
     causal (kind PREFIX), left-padded. ``targets``/``weights`` hold the next-token targets of the middle (its
     tokens, then eos; a middle cut at ``max_middle`` has no eos, like a full canvas), ``ar_targets`` those of
     the prefix and suffix (the auxiliary loss, as the diffusion model's prefix loss)."""
-    from ..ar import psm_prompt
+    from edit_engine.decoding.ar import psm_prompt
 
     seqs: list[tuple[list[int], int]] = []  # (sequence, index of the <fim_middle> token)
     for e in examples:

@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import edit_prompt, patterns
-from ..interfaces import TextTokenizer
-from . import corpus
-from .data import Example
+from edit_engine.edits import edit_prompt, patterns
+from edit_engine.model.interfaces import TextTokenizer
+from edit_engine.train import corpus
+from edit_engine.train.data import Example
 
 KEEP_SHARE = 0.15  # examples whose row stays as it is
 MAX_NEW_ROWS = 3
@@ -363,8 +363,8 @@ def split(examples: list[Example], val_share: float = 0.02) -> tuple[list[Exampl
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..checkpoint import DEFAULT_DIR
-    from ..tokenizer import Tokenizer
+    from edit_engine.model.checkpoint import DEFAULT_DIR
+    from edit_engine.model.tokenizer import Tokenizer
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--releases", help="a release set's folder (benchmarks/release_edits.py --set train --out DIR)")

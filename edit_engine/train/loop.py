@@ -9,7 +9,7 @@ model learns where a fill ends.
 An auxiliary next-token loss on the causal prefix rows (weight ``ar_weight``) supervises every context token, so
 the context representations the canvas reads are trained densely, not only through the few canvas slots.
 
-``objective="ar"`` trains the autoregressive baseline instead (``edit_engine.ar``): the same network and the same
+``objective="ar"`` trains the autoregressive baseline instead (``edit_engine.decoding.ar``): the same network and the same
 examples laid out as prefix-suffix-middle sequences, next-token loss on the middle plus ``ar_weight`` times the
 loss on the prefix and suffix tokens.
 
@@ -33,11 +33,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .. import checkpoint
-from ..model import PRESETS, DiffusionLM, ModelConfig
-from ..tokenizer import Tokenizer
-from . import corpus
-from .data import (
+from edit_engine.model import checkpoint
+from edit_engine.model.network import PRESETS, DiffusionLM, ModelConfig
+from edit_engine.model.tokenizer import Tokenizer
+from edit_engine.train import corpus
+from edit_engine.train.data import (
     MAX_HOLE,
     Batch,
     Example,
@@ -47,8 +47,8 @@ from .data import (
     make_example,
     syntax_spans,
 )
-from .progress import Progress
-from .windows import Window, collate_windows, make_window, window_mask
+from edit_engine.train.progress import Progress
+from edit_engine.train.windows import Window, collate_windows, make_window, window_mask
 
 DEFAULT_HOLES = 4  # holes per training row of the diffusion objective unless told otherwise
 
@@ -56,7 +56,7 @@ DEFAULT_HOLES = 4  # holes per training row of the diffusion objective unless to
 @dataclass(frozen=True)
 class TrainConfig:
     out: str  # output directory: resume state, checkpoint, log
-    preset: str = "small"  # model preset (edit_engine.model.PRESETS)
+    preset: str = "small"  # model preset (edit_engine.model.network.PRESETS)
     corpus: tuple[str, ...] = ()  # source roots; empty = the standard library + site-packages
     # Extra source roots sampled at a fixed share of the training files (``corpus.mixed_weights``), e.g. the
     # small-function corpus of ``benchmarks/algorithm_corpus.sh``. Their held-out files are never trained on and
@@ -82,7 +82,7 @@ class TrainConfig:
     seed: int = 0
     threads: int = 0  # torch threads (0 = leave torch's default)
     # bf16 autocast: on CUDA, and on CPUs with AMX (``cpu_precision_hint``): there, with ``compile``, 2.9x the
-    # tokens/s of fp32 eager (docs/results.md, 2026-12-01, "training on an AMX CPU"). Much slower on CPUs without
+    # tokens/s of fp32 eager (docs/results-archive-2026-12-05.md, 2026-12-01, "training on an AMX CPU"). Much slower on CPUs without
     # bf16 arithmetic (docs/training.md, "Precision").
     autocast_bf16: bool = False
     save_every_min: float = 5.0
@@ -92,14 +92,14 @@ class TrainConfig:
     workers: int = 0  # data-loader processes (0 = build batches in the training process)
     tokenizer: str = ""  # reuse this tokenizer.json instead of training one (e.g. the packaged model's)
     # torch.compile the full forward (dynamic shapes): 1.1-1.2x tokens/s on one fp32 CPU thread, same losses
-    # (docs/results.md, 2026-11-30), about 40 s to compile
+    # (docs/results-archive-2026-12-05.md, 2026-11-30), about 40 s to compile
     compile: bool = False
     init: str = ""  # start from this checkpoint directory's weights and tokenizer (fresh optimizer; lineage kept)
     # Holes per training row (``train.windows``): >1 shares one causal prefix between that many holes whose
     # starts lie within about ``window_span`` tokens, so more of each step's tokens are diffusion targets.
     # Validation stays single-hole either way, so runs with different settings compare on the same batches.
     # 0 = the default: 4 for diffusion (better than 1 per row from scratch and warm-started, and level between 8
-    # and 16 rows: docs/results.md, 2026-12-01), 1 for the AR baseline.
+    # and 16 rows: docs/results-archive-2026-12-05.md, 2026-12-01), 1 for the AR baseline.
     holes_per_window: int = 0
     window_span: int = 64
     # The edit model (``train.edits``): a folder of edit examples and the share of batches drawn from them
@@ -283,7 +283,7 @@ def _masked_ce(model: DiffusionLM, b: Batch, device: str) -> float:
 
 def _shuffle_context(b: Batch) -> Batch:
     """Give every row the context (prefix and suffix columns) of the next row; keep its own canvas."""
-    from ..model import CANVAS
+    from edit_engine.model.network import CANVAS
 
     tokens, kind = b.tokens.clone(), b.kind.clone()
     ctx = b.kind != CANVAS
@@ -449,7 +449,7 @@ def _model_config(cfg: TrainConfig, tok: Tokenizer, out: Path) -> tuple[ModelCon
         raise SystemExit(f"--vocab-size {cfg.vocab_size}: the tokenizer in use (--tokenizer, --init, or the one "
                          f"already in {out}) has {tok.vocab_size} tokens; use a fresh --out or drop --vocab-size")
     # The serving context is the one the rows were cut with: a model shown more prefix or suffix than it was trained
-    # on reads tokens at positions it never saw (docs/results.md, 2026-12-03, "the trained context").
+    # on reads tokens at positions it never saw (docs/results-archive-2026-12-05.md, 2026-12-03, "the trained context").
     mcfg = replace(PRESETS[cfg.preset], objective=cfg.objective, max_prefix=cfg.train_prefix,
                    max_suffix=cfg.train_suffix)
     if cfg.vocab_size:
@@ -548,7 +548,7 @@ def _with_edits(cfg: TrainConfig, tok: Tokenizer, infill: Iterator[Batch], seed:
                 ) -> tuple[Iterator[Batch], list[Batch]]:
     """Training batches with ``cfg.edit_share`` of them drawn from the edit examples (single-hole layout), and
     8 fixed validation batches of the held-out edit examples."""
-    from . import edits
+    from edit_engine.train import edits
 
     sets = [edits.split(edits.load(d)) for d in cfg.edits]
     train_sets = [t for t, _ in sets]

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..model import ABSENT, CANVAS, PREFIX, SUFFIX
-from ..tokenizer import Tokenizer, trim_end, trim_start
-from .data import MAX_HOLE, Batch, SyntaxSpans, canvas_size, lay_canvas, sample_hole
+from edit_engine.model.network import ABSENT, CANVAS, PREFIX, SUFFIX
+from edit_engine.model.tokenizer import Tokenizer, trim_end, trim_start
+from edit_engine.train.data import MAX_HOLE, Batch, SyntaxSpans, canvas_size, lay_canvas, sample_hole
 
 CHARS_PER_TOKEN = 4  # a generous estimate of the characters per token of Python source
 

@@ -25,15 +25,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .options import APP_NAME, ENGINE, INGRESS
+from edit_engine.serve.ray_app.options import APP_NAME, ENGINE, INGRESS
 
 
 def build_app(args: dict[str, Any] | None = None) -> Any:
     """The Ray Serve application (``serve run edit_engine.serve.ray_app:build_app``, or ``import_path`` in a
     config file). ``args``: ``Settings`` fields (``model``, ``device``, ``api_key``, ``replicas``,
     ``autoscale``, ``gpus_per_replica``, ...) over ``EDIT_ENGINE_*`` variables over the defaults."""
-    from .launch import application
-    from .options import settings_from_args
+    from edit_engine.serve.ray_app.launch import application
+    from edit_engine.serve.ray_app.options import settings_from_args
 
     return application(settings_from_args(args or {}))
 

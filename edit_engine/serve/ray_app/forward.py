@@ -23,11 +23,11 @@ from typing import Any
 from ray.exceptions import NodeDiedError, ObjectLostError, RayActorError, RayTaskError, WorkerCrashedError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
-from ..errors import ServeError
-from ..settings import Settings
-from . import options
-from .router import document_key
-from .stats import IngressMetrics, gather, outside_request
+from edit_engine.serve.errors import ServeError
+from edit_engine.serve.ray_app import options
+from edit_engine.serve.ray_app.router import document_key
+from edit_engine.serve.ray_app.stats import IngressMetrics, gather, outside_request
+from edit_engine.serve.settings import Settings
 
 LOST = (RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError, ReplicaUnavailableError)
 RETRY = object()  # yielded by ``Forwarder.stream`` when it sends the request again: drop what came before

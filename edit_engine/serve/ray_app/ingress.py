@@ -19,13 +19,13 @@ from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from ray import serve
 
-from ..errors import ServeError
-from ..guard import Guard, error_response
-from ..settings import Settings
-from .forward import RETRY, Forwarder, forwarded_scope
-from .options import ENGINE
-from .socket import Socket
-from .stats import healthz_body, metrics_text
+from edit_engine.serve.errors import ServeError
+from edit_engine.serve.guard import Guard, error_response
+from edit_engine.serve.ray_app.forward import RETRY, Forwarder, forwarded_scope
+from edit_engine.serve.ray_app.options import ENGINE
+from edit_engine.serve.ray_app.socket import Socket
+from edit_engine.serve.ray_app.stats import healthz_body, metrics_text
+from edit_engine.serve.settings import Settings
 
 
 async def forward_http(request: Request, fwd: Forwarder) -> Response:

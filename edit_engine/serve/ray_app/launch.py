@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..settings import Settings
-from . import options
-from .options import APP_NAME, ENGINE, INGRESS
+from edit_engine.serve.ray_app import options
+from edit_engine.serve.ray_app.options import APP_NAME, ENGINE, INGRESS
+from edit_engine.serve.settings import Settings
 
 
 def application(settings: Settings, before_pass: Callable[[], None] | None = None) -> Any:
@@ -28,8 +28,8 @@ def application(settings: Settings, before_pass: Callable[[], None] | None = Non
     from ray import serve
     from ray.serve.config import RequestRouterConfig
 
-    from .ingress import ingress_app
-    from .replica import EngineReplica
+    from edit_engine.serve.ray_app.ingress import ingress_app
+    from edit_engine.serve.ray_app.replica import EngineReplica
 
     def build() -> Any:  # runs in each ingress replica (the app is built there, not pickled)
         return ingress_app(settings)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from ..settings import Settings, _scalar_type
+from edit_engine.serve.settings import Settings, _scalar_type
 
 APP_NAME = "edit-engine"  # the Serve application
 ENGINE = "Engine"  # the model replicas

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
 from typing import Any
 
-from ..settings import Settings
+from edit_engine.serve.settings import Settings
 
 Message = dict[str, Any]
 _IDLE = object()  # the app asked for a message beyond those it was given: it has handled them
@@ -100,7 +100,7 @@ class EngineReplica:
                        before_pass: Callable[[], None] | None = None) -> None:
         from ray import serve
 
-        from ..app import create_app
+        from edit_engine.serve.app import create_app
 
         self.settings = settings
         self.app = create_app(settings, before_pass=before_pass)

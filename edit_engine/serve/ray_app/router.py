@@ -25,7 +25,7 @@ from typing import Any
 
 from ray.serve.request_router import PendingRequest, RequestRouter, RunningReplica
 
-from . import registry
+from edit_engine.serve.ray_app import registry
 
 DOC = "doc:"
 PIN = "replica:"

@@ -20,12 +20,12 @@ from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
 
-from ... import protocol as rpc
-from ..errors import ServeError, rpc_error_message
-from ..settings import Settings
-from ..ws import SUBPROTOCOL, authorized, subprotocol_key
-from .forward import Forwarder, forwarded_scope
-from .replica import is_answer
+from edit_engine import protocol as rpc
+from edit_engine.serve.errors import ServeError, rpc_error_message
+from edit_engine.serve.ray_app.forward import Forwarder, forwarded_scope
+from edit_engine.serve.ray_app.replica import is_answer
+from edit_engine.serve.settings import Settings
+from edit_engine.serve.ws import SUBPROTOCOL, authorized, subprotocol_key
 
 
 @dataclass(eq=False)

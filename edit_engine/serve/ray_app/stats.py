@@ -22,9 +22,9 @@ from prometheus_client.registry import Collector
 from ray.exceptions import RayError
 from ray.serve.exceptions import RayServeException
 
-from ..metrics import Counter, Gauge
-from .registry import live_replicas
-from .router import PIN
+from edit_engine.serve.metrics import Counter, Gauge
+from edit_engine.serve.ray_app.registry import live_replicas
+from edit_engine.serve.ray_app.router import PIN
 
 STATS_TIMEOUT_S = 2.0
 T = TypeVar("T")

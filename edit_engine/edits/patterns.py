@@ -1,0 +1,626 @@
+"""Next edit, part one: what the user's recent edits did (the history's analysis).
+
+The history is a list of unified diffs, oldest first, each against the file as the diffs before it left it (the
+last one yields the document). ``parse_diff`` reads one; ``analyse`` turns them into *patterns*, each a change
+that can be made again elsewhere (``Analysis``):
+
+- **renames**: a word replaced one-for-one on a changed row (``iter`` -> ``it``) when the rows stay at least half
+  the same (``RENAME_SIMILARITY``) and the old word is not used that way on the new rows any more; an attribute
+  (``self.x`` -> ``self.y``) is kept apart from a plain name, a parameter or keyword name is marked. Also a
+  definition whose name changed (one name no longer defined where one new one is, or where several are, the one
+  extending it) and an imported name that one new import replaced (over the history; in a parenthesized import
+  list too, told by tree-sitter);
+- **line edits**: each change's removed rows and the rows that replaced them, with the context rows around them
+  (``propagate`` matches them up to a renaming of a few identifiers);
+- **calls**: a call whose arguments changed (added, removed, reordered, replaced; matched by callee between the
+  file before and after the diff, parsed with tree-sitter), with how the new call laid its arguments out;
+- **parameters**: a definition that gained a parameter (with its default value, if any);
+- **aliases**: an added ``name = expression`` row (``append = row.append``); also every newly assigned name
+  with its value, the names newly imported, and the names whose definition was removed and is nowhere now.
+
+The files before each diff are rebuilt by undoing the diffs from the document backwards (``history_states``);
+a diff that does not undo cleanly (a client's line numbers off, an edit made since) keeps its text-level
+patterns but gives no calls or parameters. ``propagate.py`` and ``call_sites.py`` find where the patterns apply
+in the editable region; ``next_edit.py`` picks one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import keyword
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from edit_engine.syntax import trees as syntax
+
+MAX_DIFFS = 32  # the most recent diffs of a history that are analysed (older ones add little and cost time)
+# Calls and definitions are read from the files before and after each of the last ``STRUCTURE_DIFFS`` diffs (two
+# tree-sitter parses each, ~1 ms per 10 k characters) of documents up to ``STRUCTURE_CHARS``; beyond, text only.
+STRUCTURE_DIFFS = 8
+STRUCTURE_CHARS = 300_000
+MAX_DIFF_CHARS = 200_000  # one diff's size limit (ValueError above it)
+RENAME_SIMILARITY = 0.5  # a line pair's token similarity (difflib ratio) below which its word swaps are no renames
+
+# Words (identifiers, numbers as written, version strings) and single punctuation marks: what edits are compared in.
+WORD = re.compile(r"[^\W\d]\w*|\d[\d_]*(?:\.\d+)*(?:[eE][-+]?\d+)?[A-Za-z]*")
+TOKEN = re.compile(WORD.pattern + r"|[^\w\s]")
+_IDENT = re.compile(r"[^\W\d]\w*")
+_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_DEFINES = re.compile(r"^\s*(?:async\s+)?(?:def|class|fn|func|function|struct|enum|trait|interface|type)\s+"
+                      r"([^\W\d]\w*)|^\s*(?:(?:const|let|var|pub)\s+)*([^\W\d]\w*)\s*(?::[^=]*)?(?::=|=(?!=))")
+_ALIAS = re.compile(r"^\s*(?:(?:const|let|var|mut)\s+)*([^\W\d]\w*)\s*(?::=|=(?!=))\s*(.+?)\s*;?\s*(?:(?:#|//).*)?$")
+
+
+def is_identifier(tok: str) -> bool:
+    return bool(_IDENT.fullmatch(tok)) and not keyword.iskeyword(tok)
+
+
+def tokens(line: str) -> list[tuple[int, int, str]]:
+    """``(start, end, text)`` of each token of ``line`` (words and single punctuation marks)."""
+    return [(m.start(), m.end(), m.group()) for m in TOKEN.finditer(line)]
+
+
+def indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+# ---------------------------------------------------------------------------------------------------- diffs
+@dataclass(frozen=True)
+class Hunk:
+    """One ``@@`` hunk: 0-based first lines on either side (for an empty side, the line it sits before) and its
+    rows, each ``(" " | "-" | "+", text)``."""
+
+    old_start: int
+    new_start: int
+    rows: tuple[tuple[str, str], ...]
+
+    @property
+    def old_rows(self) -> list[str]:
+        return [t for k, t in self.rows if k != "+"]
+
+    @property
+    def new_rows(self) -> list[str]:
+        return [t for k, t in self.rows if k != "-"]
+
+
+@dataclass(frozen=True)
+class Change:
+    """A run of removed and added lines of one hunk, with the context rows around it in that hunk. ``old_line``
+    and ``new_line``: 0-based line of its first row in the file before and after its diff."""
+
+    diff: int  # the diff's index in the history
+    old_line: int
+    new_line: int
+    removed: tuple[str, ...]
+    added: tuple[str, ...]
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+
+def parse_diff(text: str) -> list[Hunk]:
+    """The hunks of one unified diff (``--- a/x`` / ``+++ b/x`` headers optional, ``diff --git`` and ``index``
+    lines skipped). Raises ValueError: no ``@@`` hunk, or a hunk whose rows do not add up to its header."""
+    if len(text) > MAX_DIFF_CHARS:
+        raise ValueError(f"diff of {len(text):,} characters exceeds the limit of {MAX_DIFF_CHARS:,}")
+    lines = text.split("\n")
+    hunks: list[Hunk] = []
+    i = 0
+    while i < len(lines):
+        m = _HEADER.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        old_n = int(m.group(2)) if m.group(2) is not None else 1
+        new_n = int(m.group(4)) if m.group(4) is not None else 1
+        rows, i = _hunk_rows(lines, i + 1, old_n, new_n, len(hunks) + 1)
+        old_start = int(m.group(1)) - (1 if old_n else 0)
+        new_start = int(m.group(3)) - (1 if new_n else 0)
+        hunks.append(Hunk(max(0, old_start), max(0, new_start), tuple(rows)))
+    if not hunks:
+        raise ValueError("not a unified diff: no '@@ -a,b +c,d @@' hunk header")
+    return hunks
+
+
+def _hunk_rows(lines: list[str], i: int, old_n: int, new_n: int, number: int) -> tuple[list[tuple[str, str]], int]:
+    rows: list[tuple[str, str]] = []
+    old = new = 0
+    while old < old_n or new < new_n:
+        # A blank context row may have lost its space (editors strip trailing blanks); the text's final newline
+        # leaves one empty string after the last row, which is not a row.
+        end = i >= len(lines) or (lines[i] == "" and i == len(lines) - 1)
+        if end or lines[i][:1] not in (" ", "-", "+", "\\", ""):
+            raise ValueError(f"hunk {number}: its rows end after {old} of {old_n} old and {new} of {new_n} new "
+                             "lines (the header's counts)")
+        row = lines[i]
+        i += 1
+        if row.startswith("\\"):  # "\ No newline at end of file"
+            continue
+        kind, body = (row[0], row[1:]) if row else (" ", "")
+        rows.append((kind, body))
+        old += kind != "+"
+        new += kind != "-"
+    return rows, i
+
+
+def changes(hunks: list[Hunk], diff: int) -> list[Change]:
+    """The runs of removed / added rows of a diff's hunks, with their context rows."""
+    out: list[Change] = []
+    for h in hunks:
+        old, new = h.old_start, h.new_start
+        k = 0
+        rows = h.rows
+        while k < len(rows):
+            if rows[k][0] == " ":
+                old, new, k = old + 1, new + 1, k + 1
+                continue
+            j = k
+            while j < len(rows) and rows[j][0] != " ":
+                j += 1
+            removed = tuple(t for kind, t in rows[k:j] if kind == "-")
+            added = tuple(t for kind, t in rows[k:j] if kind == "+")
+            before = tuple(t for kind, t in rows[:k] if kind == " ")
+            after = tuple(t for kind, t in rows[j:] if kind == " ")
+            out.append(Change(diff, old, new, removed, added, before, after))
+            old, new, k = old + len(removed), new + len(added), j
+    return out
+
+
+def history_states(document: str, diffs: list[list[Hunk]]) -> list[tuple[str, str] | None]:
+    """Per diff, the file before and after it, rebuilt by undoing the diffs from ``document`` backwards (a hunk
+    is looked for at its line, then nearby); None for a diff that does not undo, and for every older one."""
+    lines = document.split("\n")
+    out: list[tuple[str, str] | None] = [None] * len(diffs)
+    for d in range(len(diffs) - 1, -1, -1):
+        after = "\n".join(lines)
+        undone = _undo(lines, diffs[d])
+        if undone is None:
+            break
+        lines = undone
+        out[d] = ("\n".join(lines), after)
+    return out
+
+
+def _undo(lines: list[str], hunks: list[Hunk]) -> list[str] | None:
+    out = list(lines)
+    for h in reversed(hunks):
+        new, old = h.new_rows, h.old_rows
+        at = _find_block(out, new, h.new_start)
+        if at is None:
+            return None
+        out[at : at + len(new)] = old
+    return out
+
+
+def _find_block(lines: list[str], block: list[str], near: int, reach: int = 200) -> int | None:
+    if not block:
+        return min(near, len(lines))
+    for d in range(reach + 1):
+        for at in (near - d, near + d) if d else (near,):
+            if 0 <= at <= len(lines) - len(block) and lines[at : at + len(block)] == block:
+                return at
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- patterns
+@dataclass(frozen=True)
+class Rename:
+    old: str
+    new: str
+    attribute: bool  # the word followed a "." (``self.old``): only attribute accesses are renamed
+    keyword: bool = False  # the word was a parameter or a keyword argument's name (``f(old=...)``)
+
+
+@dataclass(frozen=True)
+class CallChange:
+    """The arguments of calls to ``callee`` went from ``old`` to ``new`` (argument texts). ``breaks``: per new
+    argument, how the new call laid it out: None on the line of the one before, else its column relative to
+    the call's first argument (``aligned``: the same column) or to the call line's indentation."""
+
+    callee: str
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+    breaks: tuple[tuple[bool, int] | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParamAdded:
+    """Definition ``name`` gained parameter ``param`` at ``index`` (``method``: its first parameter is
+    ``self``/``cls``/``this``, so a call through an object passes one fewer)."""
+
+    name: str
+    param: str
+    index: int
+    default: str  # the default value's text ("" for none)
+    method: bool
+    params: tuple[str, ...] = ()  # every parameter of the definition after the change
+
+
+@dataclass
+class Analysis:
+    """The patterns of a history (``analyse``)."""
+
+    changes: list[Change] = field(default_factory=list)
+    renames: list[Rename] = field(default_factory=list)
+    calls: list[CallChange] = field(default_factory=list)
+    params: list[ParamAdded] = field(default_factory=list)
+    aliases: list[tuple[str, str]] = field(default_factory=list)  # (name, expression)
+    gone: set[str] = field(default_factory=set)  # names whose definition the history removed, defined nowhere now
+    imported: set[str] = field(default_factory=set)  # names the history newly imported
+    assigned: list[tuple[str, str, str]] = field(default_factory=list)  # new assignments: name, indentation, value
+
+    @property
+    def last(self) -> Change | None:
+        return self.changes[-1] if self.changes else None
+
+
+def analyse(history: list[str], document: str, language: str = "python") -> Analysis:
+    """The patterns of ``history`` (unified diffs, oldest first; the last one yields ``document``). Raises
+    ValueError for a diff that does not parse."""
+    parsed = [parse_diff(d) for d in history]
+    parsed = parsed[-MAX_DIFFS:]
+    a = Analysis()
+    for d, hunks in enumerate(parsed):
+        a.changes += changes(hunks, d)
+    imports: set[int] = set()  # changes inside an import statement (their rows are imported names)
+    grammar = syntax.load(language)
+    if grammar.has_tree and a.changes and len(document) <= STRUCTURE_CHARS:
+        states = history_states(document, parsed)
+        for d, st in enumerate(states):
+            if st is not None and d >= len(states) - STRUCTURE_DIFFS:
+                ch = [c for c in a.changes if c.diff == d]
+                calls, params, inside = _structure(st[0], st[1], ch, language)
+                a.calls += calls
+                a.params += params
+                imports |= {id(c) for c in inside}
+    a.renames = _renames(a.changes, imports)
+    a.gone = _gone(a.changes, document, {x.old for x in a.renames})
+    a.aliases = _aliases(a.changes)
+    listed = {id(c) for c in a.changes if id(c) in imports or _in_import(c)}
+    a.imported = {n for c in a.changes for x in c.added for n in _imported(x, id(c) in listed)} - \
+        {n for c in a.changes for x in c.removed for n in _imported(x, id(c) in listed)}
+    a.assigned = [(m.group(2), m.group(1), m.group(3).strip()) for c in a.changes for x in c.added
+                  if (m := _ASSIGN.match(x)) and id(c) not in listed
+                  and m.group(2) not in {defined_name(y) for y in c.removed}]
+    return a
+
+
+def line_pairs(removed: tuple[str, ...], added: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Removed lines paired with the added lines that replaced them: equal-sized replaced runs line by line,
+    otherwise each removed line with the most similar added line after the previous pair (ratio >= 0.5)."""
+    out: list[tuple[str, str]] = []
+    sm = difflib.SequenceMatcher(None, list(removed), list(added), autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag != "replace":
+            continue
+        if i2 - i1 == j2 - j1:
+            out += list(zip(removed[i1:i2], added[j1:j2], strict=True))
+            continue
+        j = j1
+        for o in removed[i1:i2]:
+            best, at = 0.5, -1
+            for k in range(j, j2):
+                r = difflib.SequenceMatcher(None, o.strip(), added[k].strip(), autojunk=False).ratio()
+                if r >= best:
+                    best, at = r, k
+            if at >= 0:
+                out.append((o, added[at]))
+                j = at + 1
+    return out
+
+
+def _renames(chs: list[Change], imports: set[int] | None = None) -> list[Rename]:
+    """Words replaced one-for-one on paired lines, renamed definitions and renamed imports (one name no longer
+    imported where one new name is, over the history); a word renamed two ways is dropped, a later rename of the
+    same word (same kind) wins over an earlier one."""
+    found: dict[tuple[str, bool], str | None] = {}
+    keywords: set[str] = set()
+    for c in chs:
+        for o, n in line_pairs(c.removed, c.added):
+            a, b = tokens(o), tokens(n)
+            sm = difflib.SequenceMatcher(None, [t for *_, t in a], [t for *_, t in b], autojunk=False)
+            ops = [op for op in sm.get_opcodes() if op[0] != "equal"]
+            if sm.ratio() < RENAME_SIMILARITY:
+                continue  # a rewritten line: its word swaps are not renames
+            for tag, i1, i2, j1, j2 in ops:
+                if tag != "replace" or i2 - i1 != 1 or j2 - j1 != 1:
+                    continue
+                old, new = a[i1][2], b[j1][2]
+                attr = i1 > 0 and a[i1 - 1][2] == "." and j1 > 0 and b[j1 - 1][2] == "."
+                if not (WORD.fullmatch(old) and WORD.fullmatch(new)) or keyword.iskeyword(old) \
+                        or keyword.iskeyword(new) or old[0].isdigit() != new[0].isdigit() or len(old) < 2 \
+                        or old in SELF_NAMES or new in SELF_NAMES or any(_uses(x, old, attr) for x in c.added):
+                    continue  # not a name, or still used that way after the edit: not renamed
+                if old[0].isdigit() and len(ops) > 1:
+                    continue  # a number is renamed only when it is the line's one change
+                _note(found, old, new, attr)
+                if is_keyword_name([t for *_, t in a], i1):
+                    keywords.add(old)
+        gone = {defined_name(x) for x in c.removed} - {defined_name(x) for x in c.added} - {None}
+        came = {defined_name(x) for x in c.added} - {defined_name(x) for x in c.removed} - {None}
+        _note_swap(found, {str(x) for x in gone}, {str(x) for x in came})
+    listed = {id(c) for c in chs if id(c) in (imports or set()) or _in_import(c)}
+    removed = {n for c in chs for x in c.removed for n in _imported(x, id(c) in listed)}
+    added = {n for c in chs for x in c.added for n in _imported(x, id(c) in listed)}
+    _note_swap(found, removed - added, added - removed)
+    return [Rename(o, n, attr, o in keywords) for (o, attr), n in found.items() if n is not None]
+
+
+def _gone(chs: list[Change], document: str, renamed: set[str]) -> set[str]:
+    """Names a removed row defined (an assignment, a definition) that nothing defines any more and that were
+    not renamed."""
+    out = set()
+    for c in chs:
+        for row in c.removed:
+            name = defined_name(row)
+            if name and name not in renamed and not any(defined_name(x) == name for x in c.added) and not \
+                    re.search(r"^\s*(?:(?:async\s+)?def\s+|class\s+)?" + re.escape(name) + r"\b\s*(?:[:=(]|$)",
+                              document, re.M):
+                out.add(name)
+    return out
+
+
+def is_keyword_name(toks: list[str], k: int) -> bool:
+    """Token ``k`` names a parameter or a keyword argument: after "(" or "," (or first on a continued line),
+    before "=" (not "==") or ":"."""
+    before = toks[k - 1] if k else ","
+    after = toks[k + 1] if k + 1 < len(toks) else ""
+    return before in ("(", ",") and after in ("=", ":") and (k + 2 >= len(toks) or toks[k + 2] != "=")
+
+
+def _note_swap(found: dict[tuple[str, bool], str | None], gone: set[str], came: set[str]) -> None:
+    """One name gone where one came is a rename; where several came, the one that extends the gone one
+    (``_EscapeSub`` -> ``_EscapeSubMethod``), when it is the only one."""
+    if len(gone) != 1 or not came:
+        return
+    old = next(iter(gone))
+    if len(came) > 1:
+        came = {x for x in came if x.startswith(old) or x.endswith(old)}
+    if len(came) == 1:
+        _note(found, old, came.pop(), False)
+
+
+def _in_import(c: Change) -> bool:
+    """The change sits inside a parenthesized ``from m import (...)`` list (its context above opens one)."""
+    for row in reversed(c.before):
+        if ")" in row:
+            return False
+        if re.search(r"\bimport\s*\(", row):
+            return True
+    return False
+
+
+_ASSIGN = re.compile(r"^([ \t]*)([^\W\d]\w*)\s*(?::[^=]*)?=(?!=)([^#]*)")
+_IMPORT = re.compile(r"^\s*from\s+[\w.]+\s+import\s+\(?([^#]*)")
+_LISTED = re.compile(r"^\s*([^\W\d]\w*(?:\s+as\s+[^\W\d]\w*)?)\s*,?\s*(?:#.*)?$")
+
+
+def _uses(line: str, word: str, attribute: bool) -> bool:
+    """``line`` holds ``word`` as an attribute (``.word``) or, for ``attribute=False``, as a plain name."""
+    toks = [t for *_, t in tokens(line)]
+    return any(t == word and (k > 0 and toks[k - 1] == ".") == attribute for k, t in enumerate(toks))
+
+
+def _imported(line: str, listed: bool = False) -> list[str]:
+    """Names a ``from m import ...`` line binds (``x as y`` binds ``y``); with ``listed``, a row of a
+    parenthesized import list too (``    name,``). A module import binds a module, which is not renamed into a
+    function."""
+    m = _IMPORT.match(line) or (_LISTED.match(line) if listed else None)
+    if m is None:
+        return []
+    out = []
+    for part in m.group(1).rstrip(" )\\").split(","):
+        words = part.split()
+        if words:
+            name = words[-1] if len(words) == 3 and words[1] == "as" else words[0]
+            if is_identifier(name):
+                out.append(name)
+    return out
+
+
+def _note(found: dict[tuple[str, bool], str | None], old: str, new: str, attr: bool) -> None:
+    key = (old, attr)
+    if key in found and found[key] not in (None, new):
+        found[key] = None  # renamed two ways: ambiguous
+    elif key not in found or found[key] is not None:
+        found[key] = new
+
+
+def defined_name(line: str) -> str | None:
+    """The name a line defines (``def f``, ``class C``, ``x = ...``, ``let x``...), or None."""
+    m = _DEFINES.match(line)
+    if m is None:
+        return None
+    name = m.group(1) or m.group(2)
+    return name if name and not keyword.iskeyword(name) else None
+
+
+def _aliases(chs: list[Change]) -> list[tuple[str, str]]:
+    """Added ``name = expression`` lines whose expression is worth a name: three tokens or more, not a bare
+    literal, and not using the name (``x = x + 1`` names nothing; ``append = row.append`` does)."""
+    out = []
+    for c in chs:
+        for row in c.added:
+            m = _ALIAS.match(row)
+            if m is None:
+                continue
+            name, expr = m.group(1), m.group(2).rstrip(",;").strip()
+            if worth_naming(expr) and not _uses(expr, name, False) and not keyword.iskeyword(name):
+                out.append((name, expr))
+    return out
+
+
+def worth_naming(expr: str) -> bool:
+    """An expression that a name may stand for: three tokens or more, an operator, a call, an attribute or an
+    index in it (not one string, not a bracketed display opened at its start)."""
+    toks = [t for *_, t in tokens(expr)]
+    if len(toks) < 3 or expr[0] in "([{":
+        return False
+    if expr[0] in "\"'" and re.fullmatch(r"([\"']).*\1", expr) and expr.count(expr[0]) == 2:
+        return False  # one string literal
+    return any(not WORD.fullmatch(t) and t not in "\"'," for t in toks)
+
+
+# ---------------------------------------------------------------------------------------------------- calls
+CALLS = frozenset({"call", "call_expression", "method_invocation", "invocation_expression"})
+DEFINITIONS = frozenset({"function_definition", "function_declaration", "method_definition", "function_item",
+                         "method_declaration", "function_signature_item"})
+SELF_NAMES = frozenset({"self", "cls", "this"})
+
+
+def callee_name(doc: syntax.Document, node: Any) -> str | None:
+    """The called name of a call node: ``f`` for ``f(...)``, ``m`` for ``obj.m(...)``."""
+    fn = node.child_by_field_name("function") or node.child_by_field_name("name")
+    if fn is None:
+        return None
+    ids = [c for c in _walk(fn) if c.type in ("identifier", "property_identifier", "field_identifier")]
+    return _node_text(doc, ids[-1]) if ids else None
+
+
+def arguments(doc: syntax.Document, node: Any) -> list[Any]:
+    """A call's argument nodes (named children of its argument list, comments left out)."""
+    args = node.child_by_field_name("arguments")
+    if args is None:
+        return []
+    return [c for c in args.named_children if c.type != "comment"]
+
+
+def parameters(doc: syntax.Document, node: Any) -> list[Any]:
+    params = node.child_by_field_name("parameters")
+    if params is None:
+        return []
+    return [c for c in params.named_children if c.type != "comment"]
+
+
+def param_name(doc: syntax.Document, node: Any) -> str:
+    """A parameter's name: its first identifier (``x`` of ``x: int = 0``, ``*args``'s ``args``)."""
+    if node.type == "identifier":
+        return _node_text(doc, node)
+    for c in _walk(node):
+        if c.type == "identifier":
+            return _node_text(doc, c)
+    return _node_text(doc, node)
+
+
+def _walk(node: Any) -> list[Any]:
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(reversed(n.children))
+    return out
+
+
+def _node_text(doc: syntax.Document, node: Any) -> str:
+    return doc.data[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
+
+
+def nodes_in_rows(doc: syntax.Document, types: frozenset[str], first: int, last: int) -> list[Any]:
+    """Nodes of ``types`` that start on rows ``[first, last)`` or span them, outermost first."""
+    out: list[Any] = []
+    if doc.tree is None:
+        return out
+    stack = [doc.tree.root_node]
+    while stack:
+        n = stack.pop()
+        if n.end_point[0] < first or n.start_point[0] >= last:
+            continue
+        if n.type in types:
+            out.append(n)
+        stack.extend(reversed(n.children))
+    return out
+
+
+IMPORTS = frozenset({"import_from_statement", "import_statement", "import_declaration", "use_declaration"})
+
+
+def _structure(before: str, after: str, chs: list[Change],
+               language: str) -> tuple[list[CallChange], list[ParamAdded], list[Change]]:
+    """Calls and definitions changed by one diff, matched by name between the file before and after it, and the
+    changes that lie inside an import statement. A call counts when it was there before: one on the changed rows
+    of both sides, or, for a pure insertion (deletion), one around the inserted (deleted) rows."""
+    old_doc, new_doc = syntax.Document.parse(before, language), syntax.Document.parse(after, language)
+    calls: list[CallChange] = []
+    params: list[ParamAdded] = []
+    inside: list[Change] = []
+    for c in chs:
+        if (c.added and nodes_in_rows(new_doc, IMPORTS, c.new_line, c.new_line + len(c.added))) or \
+                (c.removed and nodes_in_rows(old_doc, IMPORTS, c.old_line, c.old_line + len(c.removed))):
+            inside.append(c)
+        o_rows = (c.old_line, c.old_line + len(c.removed)) if c.removed else (c.old_line - 1, c.old_line + 1)
+        n_rows = (c.new_line, c.new_line + len(c.added)) if c.added else (c.new_line - 1, c.new_line + 1)
+        olds = _by_name(old_doc, _around(nodes_in_rows(old_doc, CALLS, *o_rows), c.old_line, bool(c.removed)),
+                        callee_name)
+        news = _by_name(new_doc, _around(nodes_in_rows(new_doc, CALLS, *n_rows), c.new_line, bool(c.added)),
+                        callee_name)
+        for name, node in news:
+            match = next((x for n2, x in olds if n2 == name), None)
+            if match is None:
+                continue
+            oa = tuple(_node_text(old_doc, x) for x in arguments(old_doc, match))
+            new_args = arguments(new_doc, node)
+            na = tuple(_node_text(new_doc, x) for x in new_args)
+            if oa != na and all(c.old != oa or c.new != na for c in calls):
+                calls.append(CallChange(name, oa, na, _breaks(new_doc, node, new_args)))
+        params += _params_added(old_doc, new_doc, o_rows, n_rows)
+    return calls, params, inside
+
+
+def _around(nodes: list[Any], row: int, changed: bool) -> list[Any]:
+    """The nodes to compare on one side of a change: all of them where that side has rows; where it has none,
+    only those around the spot (starting above it, ending at or below it)."""
+    return nodes if changed else [n for n in nodes if n.start_point[0] < row <= n.end_point[0]]
+
+
+def _breaks(doc: syntax.Document, call: Any, args: list[Any]) -> tuple[tuple[bool, int] | None, ...]:
+    """How a call lays out its arguments (``CallChange.breaks``)."""
+    if not args:
+        return ()
+    row0 = call.start_point[0]
+    lines = doc.text.split("\n")
+    indent = len(indent_of(lines[row0])) if row0 < len(lines) else 0
+    first_col = len(doc.data[: args[0].start_byte].decode("utf-8", "surrogatepass").rsplit("\n", 1)[-1])
+    out: list[tuple[bool, int] | None] = [None]
+    for prev, arg in zip(args, args[1:], strict=False):
+        if arg.start_point[0] == prev.end_point[0]:
+            out.append(None)
+            continue
+        col = len(doc.data[: arg.start_byte].decode("utf-8", "surrogatepass").rsplit("\n", 1)[-1])
+        out.append((True, 0) if col == first_col else (False, col - indent))
+    return tuple(out)
+
+
+def _by_name(doc: syntax.Document, nodes: list[Any], name_of: Any) -> list[tuple[str, Any]]:
+    out = []
+    for n in nodes:
+        name = name_of(doc, n)
+        if name is not None:
+            out.append((name, n))
+    return out
+
+
+def _def_name(doc: syntax.Document, node: Any) -> str | None:
+    n = node.child_by_field_name("name")
+    return _node_text(doc, n) if n is not None else None
+
+
+def _params_added(old_doc: syntax.Document, new_doc: syntax.Document, o_rows: tuple[int, int],
+                  n_rows: tuple[int, int]) -> list[ParamAdded]:
+    out = []
+    olds = dict(_by_name(old_doc, nodes_in_rows(old_doc, DEFINITIONS, *o_rows), _def_name))
+    for name, node in _by_name(new_doc, nodes_in_rows(new_doc, DEFINITIONS, *n_rows), _def_name):
+        was = olds.get(name)
+        if was is None:
+            continue
+        old_names = [param_name(old_doc, p) for p in parameters(old_doc, was)]
+        new_ps = parameters(new_doc, node)
+        new_names = [param_name(new_doc, p) for p in new_ps]
+        added = [k for k, p in enumerate(new_names) if p not in old_names]
+        if len(added) != 1 or len(new_names) != len(old_names) + 1:
+            continue
+        k = added[0]
+        value = new_ps[k].child_by_field_name("value")
+        default = _node_text(new_doc, value) if value is not None else ""
+        out.append(ParamAdded(name, new_names[k], k, default, bool(new_names) and new_names[0] in SELF_NAMES,
+                              tuple(new_names)))
+    return out

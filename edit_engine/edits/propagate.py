@@ -1,0 +1,450 @@
+"""Next edit, part two: where the history's patterns (``patterns.py``) apply in the editable region.
+
+Every pattern kind proposes character edits of the document inside the region (``candidates``):
+
+- ``line``: a region block of the same shape as a change's removed rows gets its added rows. Shape: the same
+  tokens up to a consistent renaming of at most ``MAX_MAPPED`` identifiers (``sites.unify``), with at least half
+  of the tokens equal and one word in common besides keywords and ``self``; a renaming is clean (no name it
+  brings in occurs in the pattern) and touches only words the edit keeps. The added rows get the same renaming
+  (extended by analogy: ``base_x`` -> ``sub_x`` renames ``base_y`` -> ``sub_y``) and the block's indentation;
+  an added row that defines a name the document already holds (``m = expr`` before its first use) is not made
+  again. A block of several rows is also tried row by row (each row with the row that replaced it). A pure
+  insertion of one row is repeated between rows shaped like the ones around it; a pure deletion removes the
+  same rows.
+- ``call``, ``argument``: calls and definitions (``call_sites.py``).
+- ``alias``: after an added ``name = expression`` row, in the same block, the expression becomes the name
+  (``(expression)`` too); a parameter added with a default value replaces that value in its definition's body.
+- ``rename``: a renamed word (identifiers in code: attribute accesses for an attribute rename, ``self.x`` for a
+  plain one too, another callee's keyword argument only for a parameter rename; words of three letters or more
+  in strings and comments); a name whose definition the history removed leaves the lists it was an item of.
+
+A language without a grammar gets the text-level kinds only. ``resolve`` keeps the strongest edit where two
+overlap (in the order of ``KINDS``, then the most recent pattern). Rows the last diff just wrote are left alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+from edit_engine.edits import call_sites
+from edit_engine.edits.patterns import (
+    CALLS,
+    DEFINITIONS,
+    WORD,
+    Analysis,
+    Change,
+    ParamAdded,
+    defined_name,
+    indent_of,
+    is_identifier,
+    is_keyword_name,
+    line_pairs,
+    nodes_in_rows,
+    param_name,
+    parameters,
+    tokens,
+)
+from edit_engine.edits.sites import (
+    STOP_WORDS,
+    Edit,
+    Region,
+    analogy,
+    node_span,
+    node_text,
+    reindent,
+    rename_words,
+    unify,
+)
+from edit_engine.syntax import positions
+
+KINDS = ("line", "call", "argument", "alias", "rename")
+MAX_MAPPED = 2  # identifiers a line edit may rename to fit a block (more: a different statement)
+MIN_SAME = 0.5  # share of a block's tokens that must be equal (not renamed) for a line edit to apply
+_STRINGS = frozenset({"string", "string_content", "comment", "line_comment", "block_comment",
+                      "interpreted_string_literal", "raw_string_literal", "template_string", "string_fragment"})
+
+
+def candidates(r: Region, a: Analysis) -> list[Edit]:
+    """Every edit a pattern of ``a`` proposes inside the region, strongest kind first."""
+    out: list[Edit] = []
+    recent = sorted(a.changes, key=lambda c: -c.diff)
+    for order, c in enumerate(recent):
+        out += _line_edits(r, c, order)
+    if r.doc.tree is not None:
+        out += call_sites.call_edits(r, a.calls)
+        out += call_sites.definition_edits(r, a)
+        out += call_sites.argument_edits(r, a.params)
+    out += _alias_edits(r, a.aliases) + _keyword_edits(r, a)
+    if r.doc.tree is not None:
+        out += _default_edits(r, a.params)
+    out += _rename_edits(r, a)
+    fresh = _fresh_rows(a)
+    return [e for e in out if r.starts[r.first] <= e.start <= e.end <= _region_end(r)
+            and r.text[e.start : e.end] != e.text and not _touches(r, e, fresh)]
+
+
+def _fresh_rows(a: Analysis) -> list[tuple[int, int]]:
+    """Document rows the last diff just wrote (its added rows): the next edit is elsewhere."""
+    last = max((c.diff for c in a.changes), default=-1)
+    return [(c.new_line, c.new_line + len(c.added)) for c in a.changes if c.diff == last and c.added]
+
+
+def _touches(r: Region, e: Edit, rows: list[tuple[int, int]]) -> bool:
+    first, stop = r.row_of(e.start), r.row_of(max(e.start, e.end - 1))
+    if e.start == e.end and e.start == r.starts[first]:
+        return False  # an insertion before a row does not change it
+    return any(first < b and stop >= a for a, b in rows)
+
+
+def _region_end(r: Region) -> int:
+    return r.starts[r.last] if r.last < len(r.starts) else len(r.text)
+
+
+def overlap(a: Edit, b: Edit) -> bool:
+    """Two edits touch the same text (or insert at the same place, or one inserts inside the other's range)."""
+    if a.start == a.end or b.start == b.end:
+        return a.start == b.start or b.start < a.start < b.end or a.start < b.start < a.end
+    return a.start < b.end and b.start < a.end
+
+
+def resolve(edits: list[Edit]) -> list[Edit]:
+    """Edits that do not overlap, the stronger kind (then the more recent pattern) winning, in document order."""
+    kept: list[Edit] = []
+    for e in sorted(edits, key=lambda e: (KINDS.index(e.kind), e.order, e.start)):
+        if not any(overlap(e, k) for k in kept):
+            kept.append(e)
+    return sorted(kept, key=lambda e: (e.start, e.end))
+
+
+# ---------------------------------------------------------------------------------------------------- line edits
+def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str, ...],
+                 max_mapped: int) -> dict[str, str] | None:
+    """The renaming that makes rows ``row...`` the block, or None. A renaming must be clean: no name it
+    introduces occurs in the pattern's rows (``others``: the block, then what replaces it), every renamed word
+    survives the edit (a word the edit replaces is what the edit is about), and the rows share at least one word
+    besides keywords and ``STOP_WORDS`` with the block (``if self.a:`` is not ``if self.b:`` renamed)."""
+    mapping: dict[str, str] = {}
+    total = same = 0
+    for k, pat in enumerate(block):
+        if row + k >= r.last:
+            return None
+        got = unify(r.line(row + k), pat, mapping)
+        if got is None:
+            return None
+        total, same = total + got[0], same + got[1]
+    if total == 0 or len(mapping) > max_mapped or same < MIN_SAME * total:
+        return None
+    if mapping:
+        words = {t for x in others for *_, t in tokens(x)}
+        kept = {t for x in others[len(block) :] for *_, t in tokens(x)}
+        if any(v in words for v in mapping.values()) or (kept and not set(mapping) <= kept):
+            return None  # not a clean renaming, or one of the words the edit replaces
+        content = {t for x in block for *_, t in tokens(x) if is_identifier(t) and t not in STOP_WORDS}
+        if not content - set(mapping):
+            return None
+    return mapping
+
+
+def _line_edits(r: Region, c: Change, order: int) -> list[Edit]:
+    """Where the change's removed block (or, for an insertion, its context lines) recurs in the region; for a
+    block of several rows, also each of its rows paired with the row that replaced it (weaker: ``order``)."""
+    if not any(x.strip() for x in c.removed + c.added):
+        return []
+    if not c.removed:
+        # One inserted row (an argument, an item, a statement) is repeated; an inserted block (a definition,
+        # a paragraph) is written once.
+        single = len([x for x in c.added if x.strip()]) == 1
+        return _insertions(r, c, 2 * order) if single else []
+    out = _block_edits(r, c.removed, c.added, 2 * order, c.before[-1:], c.after[:1])
+    if len(c.removed) > 1:
+        for o, n in line_pairs(c.removed, c.added):
+            out += _block_edits(r, (o,), (n,), 2 * order + 1)
+    return out
+
+
+def _block_edits(r: Region, removed: tuple[str, ...], added: tuple[str, ...], order: int,
+                 above: tuple[str, ...] = (), below: tuple[str, ...] = ()) -> list[Edit]:
+    """Region blocks shaped like ``removed`` get ``added`` (renamed to fit). ``above``/``below``: the history's
+    rows around the block; a blank row the edit added next to code is left out where the site has one there."""
+    out = []
+    width = len(removed)
+    max_mapped = MAX_MAPPED if added else 0  # a deletion: the same rows only
+    for row in range(r.first, r.last - width + 1):
+        mapping = _match_block(r, row, removed, removed + added, max_mapped)
+        if mapping is None:
+            continue
+        rows = reindent(added, indent_of(removed[0]), indent_of(r.line(row)))
+        fresh_words = {t for x in added for *_, t in tokens(x) if is_identifier(t)} - \
+            {t for x in removed for *_, t in tokens(x)}
+        mapping = analogy(mapping, fresh_words)
+        new = [rename_words(x, mapping) for x in rows]
+        # A row the edit added that defines a name the document now has (``m = expr`` before its first use)
+        # is not made again: the repeated edit uses it.
+        if len(added) > len(removed):
+            fresh = {defined_name(x) for x in removed}
+            kept = [x for x, y in zip(new, added, strict=True) if not _introduced(r, x, y, fresh)]
+            new = kept if len(kept) >= len(removed) else new
+        new = _spacing(r, new, removed, row, width, above, below)
+        start, end = r.starts[row], r.starts[row + width] if row + width < len(r.starts) else len(r.text)
+        text = "".join(x + "\n" for x in new)
+        if end == len(r.text) and not r.text.endswith("\n"):
+            text = text[:-1] if text else text
+        out.append(Edit(start, end, text, "line", order))
+    return out
+
+
+def _spacing(r: Region, new: list[str], removed: tuple[str, ...], row: int, width: int, above: tuple[str, ...],
+             below: tuple[str, ...]) -> list[str]:
+    """``new`` without the blank rows the edit added at an edge where the history had code beside it and the
+    site has a blank row already."""
+
+    def blanks(rows: list[str] | tuple[str, ...]) -> int:
+        return next((k for k, x in enumerate(rows) if x.strip()), len(rows))
+
+    lead = blanks(new) - blanks(removed)
+    if lead > 0 and above and above[0].strip() and row > 0 and not r.line(row - 1).strip():
+        new = new[lead:]
+    tail = blanks(new[::-1]) - blanks(removed[::-1])
+    if tail > 0 and below and below[0].strip() and row + width < len(r.starts) and not r.line(row + width).strip():
+        new = new[: len(new) - tail]
+    return new
+
+
+def _introduced(r: Region, row: str, pattern: str, defined: set[str | None]) -> bool:
+    """Whether an added row is a whole statement defining a new name that the document holds already."""
+    name = defined_name(pattern)
+    body = pattern.strip()
+    if name is None or name in defined or body.endswith((",", "(", "[", "{", "\\")) or not _balanced(body):
+        return False
+    return row.strip() == body and re.search(r"^[ \t]*" + re.escape(body) + r"[ \t]*$", r.text, re.M) is not None
+
+
+def _balanced(text: str) -> bool:
+    return all(text.count(a) == text.count(b) for a, b in ("()", "[]", "{}"))
+
+
+def _insertions(r: Region, c: Change, order: int) -> list[Edit]:
+    """A pure insertion repeated between lines shaped like the rows around the original one."""
+    above = c.before[-1] if c.before else None
+    below = c.after[0] if c.after else None
+    anchors = [x for x in (above, below) if x is not None]
+    words = sum(1 for x in anchors for t in tokens(x) if WORD.fullmatch(t[2]))
+    if not anchors or words < 2 or sum(len(tokens(x)) for x in anchors) < 4:
+        return []
+    out = []
+    for row in range(r.first, r.last + (1 if above is not None else 0)):
+        mapping: dict[str, str] = {}
+        if above is not None and (row - 1 < r.first or unify(r.line(row - 1), above, mapping) is None):
+            continue
+        if below is not None and (row >= r.last or unify(r.line(row), below, mapping) is None):
+            continue
+        if len(mapping) > 1:
+            continue
+        site = r.line(row - 1) if above is not None else r.line(row)
+        pat = above if above is not None else below
+        assert pat is not None
+        new = [rename_words(x, mapping) for x in reindent(c.added, indent_of(pat), indent_of(site))]
+        if row < len(r.starts) and r.line(row) == new[0]:
+            continue  # already there
+        at = r.starts[row] if row < len(r.starts) else len(r.text)
+        text = "".join(x + "\n" for x in new)
+        if at == len(r.text) and not r.text.endswith("\n"):
+            text = "\n" + text[:-1]
+        out.append(Edit(at, at, text, "line", order))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- aliases
+_LOOSER = frozenset({"/", "%", "-", "@", "**", "~", "."})  # an operand beside these would change its meaning
+
+
+def _alias_edits(r: Region, aliases: list[tuple[str, str]]) -> list[Edit]:
+    """Occurrences of an aliased expression after its ``name = expression`` line, in the same block."""
+    out: list[Edit] = []
+    for name, expr in aliases:
+        rx = re.compile(r"^([ \t]*)" + r"(?:(?:const|let|var|mut)\s+)*" + re.escape(name) + r"\s*(?::=|=)\s*"
+                        + re.escape(expr), re.M)
+        for m in rx.finditer(r.text, 0, r.starts[r.last - 1]):
+            out += _named(r, name, expr, r.row_of(m.start()), len(m.group(1)))
+    return list(dict.fromkeys(out))
+
+
+_CONSTANT = re.compile(r"""(?:[^\W\d]\w*(?:\.[^\W\d]\w*)+|-?\d[\w.]*|"[^"\n]*"|'[^'\n]*'|True|False|None)""")
+
+
+def _keyword_edits(r: Region, a: Analysis) -> list[Edit]:
+    """A variable the history added is passed where a keyword argument of its name held a constant:
+    ``dtype = torch.float16`` added, ``autocast(dtype=torch.bfloat16)`` -> ``autocast(dtype=dtype)``."""
+    out: list[Edit] = []
+    for name, ind, value in a.assigned:
+        rx = re.compile(r"(?<![\w.])" + re.escape(name) + r"(\s*=\s*)(" + _CONSTANT.pattern + r")(?=\s*[,)])")
+        home = re.search(r"^" + re.escape(ind) + re.escape(name) + r"\s*(?::[^=\n]*)?=(?!=)", r.text, re.M)
+        if home is None:
+            continue
+        first = r.row_of(home.start())
+        for row in range(first + 1, r.last):
+            line = r.line(row)
+            if ind and line.strip() and len(indent_of(line)) < len(ind):
+                break  # left the block the variable was made in
+            if row < r.first:
+                continue
+            for m in rx.finditer(line):
+                if m.group(2) != name and _alike(m.group(2), value) and _in_call(r, r.starts[row] + m.start()):
+                    out.append(Edit(r.starts[row] + m.start(2), r.starts[row] + m.end(2), name, "alias"))
+    return out
+
+
+def _alike(a: str, b: str) -> bool:
+    """Two constants of one kind: strings, numbers, or dotted names from the same root (``torch.float16``,
+    ``torch.bfloat16``)."""
+    if a[:1] in "\"'" or b[:1] in "\"'":
+        return a[:1] in "\"'" and b[:1] in "\"'"
+    if a[:1].isdigit() or b[:1].isdigit() or a[:1] == "-" or b[:1] == "-":
+        return a.lstrip("-")[:1].isdigit() and b.lstrip("-")[:1].isdigit()
+    return "." in a and "." in b and a.split(".")[0] == b.split(".")[0] and a.count(".") == b.count(".")
+
+
+def _default_edits(r: Region, params: list[ParamAdded]) -> list[Edit]:
+    """A parameter added with a default value: in its definition's body, that value becomes the parameter
+    (``dtype: torch.dtype = torch.bfloat16`` added: ``.to(dtype=torch.bfloat16)`` -> ``.to(dtype=dtype)``)."""
+    out: list[Edit] = []
+    for p in params:
+        if not p.default or len(tokens(p.default)) < 2:
+            continue
+        for node in nodes_in_rows(r.doc, DEFINITIONS, 0, len(r.starts)):
+            name = node.child_by_field_name("name")
+            body = node.child_by_field_name("body")
+            if name is None or body is None or node_text(r, name) != p.name or \
+                    p.param not in [param_name(r.doc, x) for x in parameters(r.doc, node)]:
+                continue
+            out += _named(r, p.param, p.default, body.start_point[0] - 1, -1, body.end_point[0] + 1)
+    return out
+
+
+def _named(r: Region, name: str, expr: str, home: int, ind: int, stop: int | None = None) -> list[Edit]:
+    """Edits replacing ``expr`` by ``name`` on the rows after ``home`` (up to ``stop``, or while the rows stay
+    indented past ``ind``), except on rows that assign ``name``."""
+    out: list[Edit] = []
+    want = [t for *_, t in tokens(expr)]
+    for row in range(home + 1, min(r.last, stop if stop is not None else r.last)):
+        line = r.line(row)
+        if stop is None and line.strip() and len(indent_of(line)) < ind:
+            break  # left the block the alias was made in
+        if row < r.first or re.match(r"\s*" + re.escape(name) + r"\s*(?::=|=(?!=))", line):
+            continue
+        toks = tokens(line)
+        texts = [t for *_, t in toks]
+        for k in range(len(toks) - len(want) + 1):
+            j = k + len(want)
+            if texts[k:j] != want or (k and texts[k - 1] in _LOOSER) or (j < len(texts) and texts[j] in _LOOSER):
+                continue
+            if k and j < len(texts) and texts[k - 1] == "(" and texts[j] == ")" and \
+                    (k == 1 or not (WORD.fullmatch(texts[k - 2]) or texts[k - 2] in ")]")):
+                k, j = k - 1, j + 1  # (expression) -> name
+            out.append(Edit(r.starts[row] + toks[k][0], r.starts[row] + toks[j - 1][1], name, "alias"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- renames
+def _quoted(r: Region) -> list[tuple[int, int]]:
+    """Character spans of the strings and comments that touch the region (sorted)."""
+    if r.doc.tree is None:
+        return []
+    out = []
+    for n in nodes_in_rows(r.doc, _STRINGS, r.first, r.last):
+        out.append(node_span(r, n))
+    return sorted(out)
+
+
+def _in_call(r: Region, offset: int) -> bool:
+    """The offset lies in a call's argument list (not a definition's parameters)."""
+    if r.doc.tree is None:
+        return True
+    b = positions.byte_offset(r.text, offset)
+    node = r.doc.tree.root_node.descendant_for_byte_range(b, b)
+    while node is not None:
+        if node.type in CALLS:
+            return True
+        if node.type in DEFINITIONS or node.type in ("parameters", "formal_parameters", "parameter_list"):
+            return False
+        node = node.parent
+    return False
+
+
+def _gone_edits(r: Region, a: Analysis) -> list[Edit]:
+    """A name whose definition the history removed leaves the lists and argument lists it was an item of
+    (``{**a, **removed, **b}`` -> ``{**a, **b}``)."""
+    out: list[Edit] = []
+    for row in range(r.first, r.last):
+        line, base = r.line(row), r.starts[row]
+        toks = tokens(line)
+        texts = [t for *_, t in toks]
+        for k, t in enumerate(texts):
+            if t not in a.gone:
+                continue
+            i = k
+            while i > 0 and texts[i - 1] == "*":
+                i -= 1
+            before = texts[i - 1] if i else ""
+            after = texts[k + 1] if k + 1 < len(texts) else ""
+            if before == "," and after in (",", ")", "]", "}"):
+                out.append(Edit(base + toks[i - 1][0], base + toks[k][1], "", "rename"))
+            elif before in ("(", "[", "{") and after == ",":
+                stop = toks[k + 2][0] if k + 2 < len(toks) else toks[k + 1][1]
+                out.append(Edit(base + toks[i][0], base + stop, "", "rename"))
+    return out
+
+
+def _import_edits(r: Region, a: Analysis) -> list[Edit]:
+    """A newly imported function whose name extends a called one takes over its calls: ``_obj_setattr``
+    imported, ``setattr(x, k, v)`` -> ``_obj_setattr(x, k, v)``; ``fla_cache_autotune``, ``@triton.autotune(``
+    -> ``@fla_cache_autotune(``."""
+    out: list[Edit] = []
+    for name in a.imported:
+        parts = name.strip("_").split("_")
+        tails = {"_".join(parts[k:]) for k in range(1, len(parts))}
+        tails = {t for t in tails if len(t) >= 4 and t != name}
+        if not tails or re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", r.text[r.starts[r.first] :]):
+            continue  # the new name is used already: what it replaces is not known
+        for row in range(r.first, r.last):
+            toks = tokens(r.line(row))
+            texts = [t for *_, t in toks]
+            for k, t in enumerate(texts):
+                if t not in tails or k + 1 >= len(texts) or texts[k + 1] != "(":
+                    continue
+                j = k - 2 if k >= 2 and texts[k - 1] == "." and is_identifier(texts[k - 2]) else k
+                if j > 0 and texts[j - 1] == ".":
+                    continue  # a longer chain: another object's method
+                out.append(Edit(r.starts[row] + toks[j][0], r.starts[row] + toks[k][1], name, "rename"))
+    return out
+
+
+def _rename_edits(r: Region, a: Analysis) -> list[Edit]:
+    if not a.renames:
+        return _gone_edits(r, a) + _import_edits(r, a)
+    attr = {x.old: x.new for x in a.renames if x.attribute}
+    plain = {x.old: x.new for x in a.renames if not x.attribute}
+    named = {x.old for x in a.renames if x.keyword}
+    quoted = _quoted(r)
+    out: list[Edit] = []
+    for row in range(r.first, r.last):
+        line, base = r.line(row), r.starts[row]
+        toks = tokens(line)
+        for k, (s, e, t) in enumerate(toks):
+            if t not in attr and t not in plain:
+                continue
+            inside = any(qs <= base + s and base + e <= qe for qs, qe in quoted)
+            if inside and len(t) < 3:
+                continue  # a short word in prose is not the name
+            dotted = k > 0 and toks[k - 1][2] == "." and toks[k - 1][1] == s
+            # In code an attribute access takes an attribute rename and a bare name a plain one; in strings and
+            # comments either does.
+            on_self = dotted and k > 1 and toks[k - 2][2] in STOP_WORDS  # self.x mirrors a parameter x
+            new = (plain.get(t) or attr.get(t)) if inside else \
+                (attr.get(t) or (plain.get(t) if on_self else None)) if dotted else plain.get(t)
+            if new is not None and not inside and t not in named and \
+                    is_keyword_name([x for *_, x in toks], k) and _in_call(r, base + s):
+                continue  # another callee's keyword argument: its parameter keeps its name
+            if new is not None:
+                out.append(Edit(base + s, base + e, new, "rename"))
+    return out + _gone_edits(r, a) + _import_edits(r, a)

@@ -1,0 +1,148 @@
+"""Next edit: the document, its editable region and the edits patterns propose in it (``propagate.py`` and
+``call_sites.py`` find them), with the helpers both share: matching a row against a pattern's row up to a
+renaming of identifiers (``unify``), applying a renaming (``rename_words``), extending one by analogy."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from edit_engine.edits.patterns import indent_of, is_identifier, tokens
+from edit_engine.syntax import trees as syntax
+
+STOP_WORDS = frozenset({"self", "cls", "this", "None", "True", "False", "null", "nil", "true", "false"})
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``document[start:end]`` with ``text``; ``kind``: the pattern kind (``propagate.KINDS``)."""
+
+    start: int
+    end: int
+    text: str
+    kind: str
+    order: int = 0  # the history's recency of the pattern's source (lower: more recent)
+
+
+@dataclass
+class Region:
+    """The document, its syntax tree and line starts, and the editable region's rows ``[first, last)``."""
+
+    doc: syntax.Document
+    starts: list[int]
+    first: int
+    last: int
+
+    @property
+    def text(self) -> str:
+        return self.doc.text
+
+    def line(self, row: int) -> str:
+        end = self.starts[row + 1] - 1 if row + 1 < len(self.starts) else len(self.text)
+        return self.text[self.starts[row] : end]
+
+    def line_end(self, row: int) -> int:
+        return self.starts[row] + len(self.line(row))
+
+    def row_of(self, offset: int) -> int:
+        lo, hi = 0, len(self.starts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+
+def node_text(r: Region, node: Any) -> str:
+    return r.doc.data[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
+
+
+def node_span(r: Region, node: Any) -> tuple[int, int]:
+    """Character offsets of a node."""
+    return r.doc.char(node.start_byte), r.doc.char(node.end_byte)
+
+
+def unify(line: str, pattern: str, mapping: dict[str, str]) -> tuple[int, int] | None:
+    """Whether ``line`` has ``pattern``'s tokens up to a renaming of identifiers, consistent with ``mapping``
+    (pattern word -> line word; extended in place). Returns (tokens, equal tokens), or None."""
+    a, b = [t for *_, t in tokens(line)], [t for *_, t in tokens(pattern)]
+    if len(a) != len(b):
+        return None
+    inverse = {v: k for k, v in mapping.items()}
+    same = 0
+    for x, y in zip(a, b, strict=True):
+        if x == y and mapping.get(y, x) == x:
+            same += 1
+            continue
+        if not (is_identifier(x) and is_identifier(y)) or mapping.get(y, x) != x or inverse.get(x, y) != y:
+            return None
+        mapping[y] = x
+        inverse[x] = y
+    return len(a), same
+
+
+def rename_words(text: str, mapping: dict[str, str]) -> str:
+    if not mapping:
+        return text
+    rx = re.compile(r"(?<!\w)(" + "|".join(re.escape(k) for k in sorted(mapping, key=len, reverse=True))
+                    + r")(?!\w)")
+    return rx.sub(lambda m: mapping[m.group(1)], text)
+
+
+def reindent(rows: tuple[str, ...], pattern_indent: str, site_indent: str) -> list[str]:
+    out = []
+    for row in rows:
+        ind = indent_of(row)
+        if row.strip() and ind.startswith(pattern_indent):
+            row = site_indent + row[len(pattern_indent) :]
+        elif row.strip() and len(ind) < len(pattern_indent):
+            row = site_indent[: max(0, len(site_indent) - (len(pattern_indent) - len(ind)))] + row.lstrip()
+        out.append(row)
+    return out
+
+
+def analogy(mapping: dict[str, str], words: set[str]) -> dict[str, str]:
+    """``mapping`` extended to ``words`` by the affix the mapped names share: when every renamed name swaps
+    one prefix for another (``base_frozen`` -> ``sub_frozen``, ``base_slots`` -> ``sub_slots``), or one suffix,
+    a word with that prefix (suffix) swaps it too (``base_weakref_slot`` -> ``sub_weakref_slot``)."""
+    pairs = [(a, b) for a, b in mapping.items() if a != b]
+    if not pairs:
+        return mapping
+    out = dict(mapping)
+    for swap in (_prefix_swap(pairs), _suffix_swap(pairs)):
+        if swap is None:
+            continue
+        (x, y), front = swap
+        for w in words - set(out):
+            if front and w.startswith(x) and len(w) > len(x):
+                out[w] = y + w[len(x) :]
+            elif not front and w.endswith(x) and len(w) > len(x):
+                out[w] = w[: len(w) - len(x)] + y
+    return out
+
+
+def _prefix_swap(pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], bool] | None:
+    swaps = set()
+    for a, b in pairs:
+        k = 0
+        while k < min(len(a), len(b)) and a[-1 - k] == b[-1 - k]:
+            k += 1
+        if k < 2:
+            return None
+        swaps.add((a[: len(a) - k], b[: len(b) - k]))
+    return (swaps.pop(), True) if len(swaps) == 1 and all(x for x, _ in swaps) else None
+
+
+def _suffix_swap(pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], bool] | None:
+    swaps = set()
+    for a, b in pairs:
+        k = 0
+        while k < min(len(a), len(b)) and a[k] == b[k]:
+            k += 1
+        if k < 2:
+            return None
+        swaps.add((a[k:], b[k:]))
+    return (swaps.pop(), False) if len(swaps) == 1 and all(x for x, _ in swaps) else None

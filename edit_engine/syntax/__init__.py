@@ -1,0 +1,4 @@
+"""Syntax: tree-sitter documents and grammars (``trees``, ``grammars/``), the planner that picks the span to fill
+(``planner``, ``plan``), post-processing and repair of a fill, and positions (the one place that converts between
+characters, UTF-16, bytes and lines).
+"""
