@@ -188,3 +188,16 @@ def write_llada_folder() -> Callable[[Path, Any, Any], Path]:
         tok.save(str(d / "tokenizer.json"))
         return d
     return write
+
+
+@pytest.fixture(scope="module")
+def slow_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer: Tokenizer) -> Path:
+    """A tiny model whose fills run for up to 256 one-token passes (with threshold > 1): a request on it runs
+    long enough to be cancelled after its first pass (the language server tests)."""
+    from dataclasses import replace
+
+    torch.manual_seed(1)
+    model = DiffusionLM(replace(PRESETS["tiny"], max_canvas=256)).eval()
+    d = tmp_path_factory.mktemp("slow-ckpt")
+    checkpoint.save(d, model, tiny_tokenizer, {"note": "random weights, long fills"}, dtype=torch.float32)
+    return d

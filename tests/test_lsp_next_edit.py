@@ -245,23 +245,19 @@ async def test_a_document_closed_or_changed_while_asked_is_not_answered_with_an_
 
 
 # ---------------------------------------------------------------------------------------------- history
-def strict_apply(text: str, diff: str) -> str:
-    """``text`` after ``diff``, whose hunks must match it exactly where their headers say."""
+def strict_apply(text: str, diff: str, undo: bool = False) -> str:
+    """``text`` after ``diff`` (``undo``: before it), whose hunks must match it exactly where their headers say."""
     rows = text.split("\n")
     for h in reversed(patterns.parse_diff(diff)):
-        old = h.old_rows
-        assert rows[h.old_start: h.old_start + len(old)] == old, (h, rows)
-        rows[h.old_start: h.old_start + len(old)] = h.new_rows
+        start, before, after = (h.new_start, h.new_rows, h.old_rows) if undo else (h.old_start, h.old_rows, h.new_rows)
+        assert rows[start: start + len(before)] == before, (h, rows)
+        rows[start: start + len(before)] = after
     return "\n".join(rows)
 
 
 def strict_undo(text: str, diff: str) -> str:
-    rows = text.split("\n")
-    for h in reversed(patterns.parse_diff(diff)):
-        new = h.new_rows
-        assert rows[h.new_start: h.new_start + len(new)] == new, (h, rows)
-        rows[h.new_start: h.new_start + len(new)] = h.old_rows
-    return "\n".join(rows)
+    """``text`` before ``diff``, whose hunks must match it exactly where their headers put their new rows."""
+    return strict_apply(text, diff, undo=True)
 
 
 def type_into(doc: Document, offset: int, old: str, new: str) -> None:

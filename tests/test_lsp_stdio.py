@@ -8,7 +8,6 @@ sleeps: every wait is for a message, a log line or the process's exit, with a de
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import queue
@@ -22,13 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from edit_engine import protocol
 from edit_engine.engine import Engine
-from edit_engine.model import checkpoint
-from edit_engine.model.network import PRESETS, DiffusionLM
-from edit_engine.model.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 DEADLINE = 60.0  # seconds for any single wait (start-up on a loaded 2-core machine included)
@@ -196,16 +191,6 @@ def server(tiny_checkpoint: Path) -> Iterator[RawServer]:
     s = RawServer()
     yield s
     s.kill()
-
-
-@pytest.fixture(scope="module")
-def slow_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer: Tokenizer) -> Path:
-    """A tiny model whose fills run for up to 256 one-token passes (with threshold > 1)."""
-    torch.manual_seed(1)
-    model = DiffusionLM(dataclasses.replace(PRESETS["tiny"], max_canvas=256)).eval()
-    d = tmp_path_factory.mktemp("slow-ckpt")
-    checkpoint.save(d, model, tiny_tokenizer, {"note": "random weights, long fills"}, dtype=torch.float32)
-    return d
 
 
 def change(uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str) -> dict[str, Any]:

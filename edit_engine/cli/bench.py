@@ -135,8 +135,10 @@ def _bench(a: argparse.Namespace) -> int:
     from edit_engine.engine import Engine
     from edit_engine.model.checkpoint import CheckpointError
 
-    if a.plot:
-        _require_plots()
+    if a.plot:  # a one-line error now, before the run, when matplotlib is missing
+        from edit_engine.cli.plots import require
+
+        require(UserError)
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
@@ -177,16 +179,6 @@ def _bench(a: argparse.Namespace) -> int:
 
         print("plots: " + ", ".join(map(str, bench_plots(result, a.plot))), file=sys.stderr)
     return 0
-
-
-def _require_plots() -> None:
-    """``--plot``: a one-line error now, before the run, when matplotlib is missing."""
-    from edit_engine.cli.plots import PlotError, require
-
-    try:
-        require()
-    except PlotError as e:
-        raise UserError(str(e)) from e
 
 
 def _command_line(a: argparse.Namespace) -> str:

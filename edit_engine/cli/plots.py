@@ -15,7 +15,7 @@ Agg backend straight to files (``Figure`` objects, no pyplot state, no display n
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,13 @@ class PlotError(RuntimeError):
     """matplotlib is not installed (the message says how to get it)."""
 
 
-def require() -> None:
-    """Raise ``PlotError`` unless matplotlib can be imported (checked before a long run, not after it)."""
+def require(error: Callable[[str], Exception] = PlotError) -> None:
+    """Raise ``error`` with the one-line reason unless matplotlib can be imported (checked before a long run, not
+    after it). A command passes its own error type, the one it reports to the user without a traceback."""
     try:
         import matplotlib  # noqa: F401
     except ImportError as e:
-        raise PlotError(MISSING) from e
+        raise error(MISSING) from e
 
 
 def _figure(width: float, height: float, ratios: Sequence[float] = (1.0,)) -> tuple[Any, list[Any]]:

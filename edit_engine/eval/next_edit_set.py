@@ -23,8 +23,6 @@ cursor).
 from __future__ import annotations
 
 import difflib
-import gzip
-import json
 import re
 import time
 from collections.abc import Callable
@@ -33,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_engine.eval.apply_set import nearest_rank
-from edit_engine.eval.benchmarks import BenchmarkError, resolve_data_dir
+from edit_engine.eval.benchmarks import BenchmarkError, read_jsonl_cases, resolve_data_dir
 from edit_engine.syntax import repair
 from edit_engine.syntax import trees as syntax
 
@@ -100,16 +98,7 @@ def load_cases(data: str | Path | None = None, limit: int | None = None) -> list
 
 def read_cases(path: Path, limit: int | None = None) -> list[NextEditCase]:
     """The first ``limit`` cases of a gzipped JSON-lines file of next-edit cases (``case_from_json``)."""
-    out: list[NextEditCase] = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(case_from_json(json.loads(line)))
-            if limit is not None and len(out) >= limit:
-                break
-    if not out:
-        raise BenchmarkError(f"{str(path)!r} holds no cases")
-    return out
+    return read_jsonl_cases(path, case_from_json, limit)
 
 
 # ---------------------------------------------------------------------------------------------------- metrics

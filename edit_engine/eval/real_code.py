@@ -29,7 +29,6 @@ Scores (per kind and over all cases):
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_engine.eval.apply_set import nearest_rank
-from edit_engine.eval.benchmarks import BenchmarkError
+from edit_engine.eval.benchmarks import BenchmarkError, read_jsonl_cases
 from edit_engine.eval.holes import parses
 from edit_engine.eval.real_code_holes import KINDS, Source, copy_fill
 
@@ -81,23 +80,15 @@ def load_cases(data: str | Path | None, split: str, limit: int | None = None,
             texts[p] = p.read_text(encoding="utf-8")
         return texts[p]
 
-    out: list[Case] = []
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            if r["kind"] not in KINDS or not 0 <= r["offset"] <= len(r["document"]):
-                raise BenchmarkError(f"{r['id']}: unknown kind or cursor outside the document")
-            paths = tuple(str(p) for p in r.get("related", []))
-            rel = tuple(read(d / "files" / r["package"] / p) for p in paths) if related else ()
-            out.append(Case(str(r["id"]), str(r["package"]), str(r["path"]), str(r["kind"]), str(r["document"]),
-                            int(r["offset"]), str(r["hole"]), paths, rel))
-            if limit is not None and len(out) >= limit:
-                break
-    if not out:
-        raise BenchmarkError(f"{str(path)!r} holds no cases")
-    return out
+    def case(r: dict[str, Any]) -> Case:
+        if r["kind"] not in KINDS or not 0 <= r["offset"] <= len(r["document"]):
+            raise BenchmarkError(f"{r['id']}: unknown kind or cursor outside the document")
+        paths = tuple(str(p) for p in r.get("related", []))
+        rel = tuple(read(d / "files" / r["package"] / p) for p in paths) if related else ()
+        return Case(str(r["id"]), str(r["package"]), str(r["path"]), str(r["kind"]), str(r["document"]),
+                    int(r["offset"]), str(r["hole"]), paths, rel)
+
+    return read_jsonl_cases(path, case, limit)
 
 
 # ---------------------------------------------------------------------------------------------------- fills

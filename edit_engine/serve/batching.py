@@ -4,7 +4,8 @@ One scheduler thread owns the model. Between passes it retires finished and canc
 waiting ones (their contexts encoded together in one ``encode_context`` call), then runs one
 ``canvas_logits`` over every active request and one ``commit_pass`` per request (each keeps its own sampler
 settings). Requests join and leave at pass boundaries, as in Orca's iteration-level scheduling (Yu et al.,
-OSDI 2022).
+OSDI 2022). ``Scheduler`` is the queueing side (admission, the queue of waiting jobs, cancellation, the worker
+pool); ``_Stepper`` is the stepping side (the batch, and one batched forward pass over its active rows).
 
 How rows of different shapes share one forward pass. Each request's context K/V (L_r keys) is copied into a
 batched cache of L = max L_r context columns, followed by ``capacity`` canvas columns; ``key_valid`` hides a
@@ -214,7 +215,12 @@ class _Batch:
 
 
 class Scheduler:
-    """Owns the model in one thread; batches the passes of every admitted job."""
+    """Owns the model in one thread; batches the passes of every admitted job.
+
+    This class is the queueing side: admission (a request checked, tokenized and queued, or refused with
+    ``Overloaded``), the queue of jobs waiting for a batch slot, cancellation of waiting jobs, the worker
+    pool (whole streams and continuations) and shutdown. Its thread takes as many waiting jobs as the batch
+    has room for and hands them to a ``_Stepper``, which owns the batch and runs its forward passes."""
 
     def __init__(self, engine: Engine, metrics: Metrics | None = None, max_batch: int = 16, max_queue: int = 64,
                  before_pass: Callable[[], None] | None = None, stream_workers: int = 2) -> None:
@@ -225,8 +231,7 @@ class Scheduler:
         self.before_pass = before_pass  # instrumentation hook, called in the scheduler thread before a pass
         self._cond = threading.Condition()
         self._waiting: collections.deque[Job] = collections.deque()
-        self._active: list[_Active] = []
-        self._batch: _Batch | None = None
+        self._stepper = _Stepper(engine, self.metrics, before_pass, self._hand_off)
         self._ids = itertools.count(1)
         self.stream_workers = stream_workers
         self._streams = 0  # whole streams (submit_stream) submitted and not finished
@@ -366,67 +371,98 @@ class Scheduler:
         self._thread.join(timeout=30)
         self._pool.shutdown(wait=False, cancel_futures=True)
         with self._cond:
-            for job in list(self._waiting) + [a.job for a in self._active] + list(self._stream_jobs):
+            for job in list(self._waiting) + [a.job for a in self._stepper.active] + list(self._stream_jobs):
                 job.cancel("shutdown")
             self._waiting.clear()
-            self._active.clear()
+            self._stepper.active.clear()
 
     @property
     def queue_depth(self) -> int:
         with self._cond:
             return len(self._waiting)
 
+    @property
+    def _active(self) -> list[_Active]:
+        """The jobs in the batch (the stepper's; read them in the scheduler thread, or holding ``_cond``)."""
+        return self._stepper.active
+
     # ------------------------------------------------------------------ the scheduler thread
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._stop and not self._waiting and not self._active:
+                while not self._stop and not self._waiting and not self._stepper.active:
                     self._cond.wait()
                 if self._stop:
                     return
-                room = self.max_batch - len(self._active)
+                room = self.max_batch - len(self._stepper.active)
                 admit = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
                 self.metrics.queue_depth.set(len(self._waiting))
             try:
-                self._step(admit)
+                self._stepper.step(self._still_wanted(admit))
             except Exception as e:  # a failed forward pass fails its batch, not the server
-                for a in self._active:
-                    self._fail(a.job, e)
-                self._active = []
-                self._batch = None
+                self._stepper.fail_all(e)
 
-    def _step(self, admit: list[Job]) -> None:
-        changed = self._drop_cancelled()
-        for j in admit:
+    def _still_wanted(self, jobs: list[Job]) -> list[Job]:
+        """The jobs taken from the queue that were not cancelled while they waited; their wait is measured."""
+        for j in jobs:
             if j.cancelled:  # cancelled while it waited
                 self.metrics.retired.inc(reason="cancelled")
-        admit = [j for j in admit if not j.cancelled]
-        for j in admit:
+        jobs = [j for j in jobs if not j.cancelled]
+        for j in jobs:
             self.metrics.queue_wait.observe(time.perf_counter() - j.submitted)
+        return jobs
+
+
+class _Stepper:
+    """The stepping side of the scheduler: the jobs in the batch (``active``), their batched context cache,
+    and one scheduler step at a time: admit the jobs the queue hands over (their contexts encoded together,
+    their denoising states started), drop the cancelled ones, run one ``canvas_logits`` over every active row
+    and one commit per row, deliver each row's pass, retire the finished ones. A job whose batched passes end
+    with a continuation goes to ``hand_off`` (the scheduler's worker pool). Scheduler thread only."""
+
+    def __init__(self, engine: Engine, metrics: Metrics, before_pass: Callable[[], None] | None,
+                 hand_off: Callable[[_Active, str], None]) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self.before_pass = before_pass  # instrumentation hook, called before each forward pass
+        self.hand_off = hand_off
+        self.active: list[_Active] = []
+        self.batch: _Batch | None = None  # rebuilt when the set of active jobs changes
+
+    def step(self, admit: list[Job]) -> None:
+        """Admit ``admit`` (jobs from the queue, none cancelled) and run one forward pass over the batch."""
+        changed = self._drop_cancelled()
         if admit:
             self._admit(admit)
             changed = True
-        self.metrics.active.set(len(self._active))
-        if not self._active:
+        self.metrics.active.set(len(self.active))
+        if not self.active:
             return
         if self.before_pass is not None:
             self.before_pass()
         if self._drop_cancelled():  # cancelled while the hook held us
             changed = True
-            if not self._active:
+            if not self.active:
                 return
-        if changed or self._batch is None:
-            self._batch = _batch_cache(self._active)
+        if changed or self.batch is None:
+            self.batch = _batch_cache(self.active)
         self._forward()
 
+    def fail_all(self, e: BaseException) -> None:
+        """A step failed: every active job gets the error and the batch is emptied."""
+        for a in self.active:
+            self._fail(a.job, e)
+        self.active = []
+        self.batch = None
+
     def _drop_cancelled(self) -> bool:
-        keep = [a for a in self._active if not a.job.cancelled]
-        if len(keep) == len(self._active):
+        keep = [a for a in self.active if not a.job.cancelled]
+        if len(keep) == len(self.active):
             return False
-        for a in self._active:
+        for a in self.active:
             if a.job.cancelled:
                 self._retire(a, "cancelled")
-        self._active = keep
+        self.active = keep
         self.metrics.active.set(len(keep))
         return True
 
@@ -450,7 +486,7 @@ class Scheduler:
         now = time.perf_counter()
         for r, j in enumerate(jobs):
             try:
-                self._active.append(_activate(self.engine, j, cache, r, now))
+                self.active.append(_activate(self.engine, j, cache, r, now))
             except Exception as e:
                 self._fail(j, e)
 
@@ -460,9 +496,9 @@ class Scheduler:
         job._deliver(e)
 
     def _forward(self) -> None:
-        batch = self._batch
+        batch = self.batch
         assert batch is not None
-        act = self._active
+        act = self.active
         tok = self.engine.tokenizer
         dev = act[0].state.canvas.device
         sizes = torch.tensor([a.size for a in act], device=dev)  # (B,)
@@ -487,7 +523,7 @@ class Scheduler:
             step = a.state.advance(*row)  # the pass's Step; grows a full canvas when the run goes on
             if step.final and a.job.spec.then is not None:
                 gone.append(a)
-                self._hand_off(a, step.stop_reason)
+                self.hand_off(a, step.stop_reason)
                 continue
             try:
                 self._emit(a, step)
@@ -501,9 +537,9 @@ class Scheduler:
             for a in done:
                 self._retire(a, "done")
                 self.metrics.latency.observe(time.perf_counter() - a.job.submitted)
-            self._active = [a for a in act if a not in done and a not in gone]
-            self._batch = None  # the set changed: rebuild before the next pass
-            self.metrics.active.set(len(self._active))
+            self.active = [a for a in act if a not in done and a not in gone]
+            self.batch = None  # the set changed: rebuild before the next pass
+            self.metrics.active.set(len(self.active))
 
     def _emit(self, a: _Active, step: Step) -> None:
         text, stable, preview = _pass_text(self.engine.tokenizer, a.job, step)

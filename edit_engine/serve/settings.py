@@ -22,6 +22,11 @@ def _help(text: str) -> Any:
     return {"help": text}
 
 
+def _ray(default: Any, text: str) -> Any:
+    """A setting of the scale-out on Ray Serve, which only ``--ray`` reads (its help says so)."""
+    return field(default=default, metadata=_help("with --ray: " + text))
+
+
 @dataclass(frozen=True)
 class Settings:
     """How ``edit-engine serve`` runs. Limits bound memory and time per request, connection and server."""
@@ -65,27 +70,24 @@ class Settings:
     retry_after_s: int = field(default=1, metadata=_help("Retry-After seconds sent with overload answers"))
     log_level: str = field(default="info", metadata=_help("uvicorn log level"))
     # Scale-out on Ray Serve (``edit-engine serve --ray``, ``edit_engine.serve.ray_app``); ignored without --ray.
-    replicas: int = field(default=1, metadata=_help("with --ray: model replicas (a fixed count)"))
-    autoscale: str = field(default="", metadata=_help(
-        "with --ray: MIN:MAX model replicas, scaled on the requests each one runs (replaces --replicas)"))
-    gpus_per_replica: float = field(default=0.0, metadata=_help(
-        "with --ray: GPUs each replica reserves (a fraction shares a GPU)"))
-    cpus_per_replica: float = field(default=1.0, metadata=_help("with --ray: CPUs each replica reserves"))
-    address: str = field(default="", metadata=_help(
-        "with --ray: the Ray cluster to join (its head's HOST:PORT, or ray://HOST:PORT); default: start a local "
-        "Ray instance on the loopback address"))
-    max_ongoing_requests: int = field(default=0, metadata=_help(
-        "with --ray: requests one replica runs at once; more wait for a free replica (0 = 2 x --max-batch)"))
-    max_queued_requests: int = field(default=0, metadata=_help(
-        "with --ray: requests waiting for a free replica (per ingress replica); beyond it: 503 + Retry-After, "
-        "-32001 (0 = --max-queue)"))
+    replicas: int = _ray(1, "model replicas (a fixed count)")
+    autoscale: str = _ray("", "MIN:MAX model replicas, scaled on the requests each one runs (replaces --replicas)")
+    gpus_per_replica: float = _ray(0.0, "GPUs each replica reserves (a fraction shares a GPU)")
+    cpus_per_replica: float = _ray(1.0, "CPUs each replica reserves")
+    address: str = _ray(
+        "", "the Ray cluster to join (its head's HOST:PORT, or ray://HOST:PORT); default: start a local "
+        "Ray instance on the loopback address")
+    max_ongoing_requests: int = _ray(
+        0, "requests one replica runs at once; more wait for a free replica (0 = 2 x --max-batch)")
+    max_queued_requests: int = _ray(
+        0, "requests waiting for a free replica (per ingress replica); beyond it: 503 + Retry-After, "
+        "-32001 (0 = --max-queue)")
     target_ongoing_requests: float = field(default=0.0, metadata=_help(
         "with --ray --autoscale: requests per replica the autoscaler aims at (0 = --max-batch)"))
-    route_timeout_s: float = field(default=30.0, metadata=_help(
-        "with --ray: seconds a request may wait for a replica before it is answered 503 / -32001"))
-    affinity: int = field(default=1, metadata=_help(
-        "with --ray: 1 = the requests of one document (websocket uri, X-Session-Id header, 'user' field) go to "
-        "one replica while it lives, so its caches keep hitting; 0 = the less loaded of two replicas"))
+    route_timeout_s: float = _ray(30.0, "seconds a request may wait for a replica before it is answered 503 / -32001")
+    affinity: int = _ray(
+        1, "1 = the requests of one document (websocket uri, X-Session-Id header, 'user' field) go to "
+        "one replica while it lives, so its caches keep hitting; 0 = the less loaded of two replicas")
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "document_workers", "max_queue", "max_request_bytes", "max_document_chars", "max_tokens",

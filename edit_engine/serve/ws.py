@@ -17,7 +17,7 @@ import base64
 import hmac
 import json
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -215,8 +215,7 @@ class Connection:
             planned = await asyncio.to_thread(self.service.plan_infill, p) if p.text is not None and \
                 len(p.text) > OFF_LOOP_CHARS else self.service.plan_infill(p)
         except ServeError as e:
-            self._count(e)
-            await self.send(rpc_error_message(rid, e))
+            await self._reject(rid, e)
             return
         self._track(rid, p.uri, lambda r: self._serve(r, p, planned))
 
@@ -225,35 +224,18 @@ class Connection:
         may run the model), answered with ``{text, elapsedMs, placements}``."""
         try:
             p = self._admitted(rid, params, ApplyParams)
-            for what, text in (("original", p.original), ("update", p.update)):
-                if len(text) > self.settings.max_document_chars:
-                    raise ServeError("too_large", f"{what} of {len(text):,} characters exceeds the limit of "
-                                     f"{self.settings.max_document_chars:,}", limit="max_document_chars")
+            self._check_sizes((("original", len(p.original)), ("update", len(p.update))))
         except ServeError as e:
-            self._count(e)
-            await self.send(rpc_error_message(rid, e))
+            await self._reject(rid, e)
             return
         self._track(rid, None, lambda r: self._apply(r, p))
 
     async def _apply(self, r: _Request, p: ApplyParams) -> None:
-        try:
+        async def work() -> dict[str, Any]:
             res = await asyncio.to_thread(self.service.engine.apply, p.original, p.update, p.languageId)
-            if r.cancel_reason is not None:
-                raise Cancelled(r.cancel_reason)
-            self.metrics.requests.inc(route="ws", outcome="ok")
-            await self.send({"jsonrpc": "2.0", "id": r.id, "result": apply_result(
-                res.text, res.elapsed_ms, [x.to_json() for x in res.placements])})
-        except Cancelled as c:
-            self.metrics.requests.inc(route="ws", outcome="cancelled")
-            await self.send(rpc_error_message(r.id, ServeError("cancelled", f"request cancelled ({c.reason})")))
-        except ValueError as e:  # the update cannot be applied: the caller's to fix
-            self._count(ServeError("invalid_params", str(e)))
-            await self.send(rpc_error_message(r.id, ServeError("invalid_params", str(e))))
-        except Exception as e:
-            self.metrics.requests.inc(route="ws", outcome="error")
-            await self.send(rpc_error_message(r.id, ServeError("internal", f"{type(e).__name__}: {e}")))
-        finally:
-            self.inflight.pop(r.id, None)
+            return apply_result(res.text, res.elapsed_ms, [x.to_json() for x in res.placements])
+
+        await self._answer_once(r, work)
 
     async def on_next_edit(self, rid: int | str, params: Any) -> None:
         """``editEngine/nextEdit``: checked here, run in a worker thread (``Engine.next_edit`` parses the document
@@ -261,43 +243,70 @@ class Connection:
         patterns}``. A newer request for the same ``uri`` supersedes it (-32800), as ``$/cancelRequest`` does."""
         try:
             p = self._admitted(rid, params, NextEditParams)
-            for what, size in (("text", len(p.text)), ("history", sum(map(len, p.history))),
-                               ("related", sum(map(len, p.related or [])))):
-                if size > self.settings.max_document_chars:
-                    raise ServeError("too_large", f"{what} of {size:,} characters exceeds the limit of "
-                                     f"{self.settings.max_document_chars:,}", limit="max_document_chars")
+            self._check_sizes((("text", len(p.text)), ("history", sum(map(len, p.history))),
+                               ("related", sum(map(len, p.related or [])))))
             if p.offset is None and p.position is None:
                 raise ServeError("invalid_params", "a next-edit request needs position or offset")
         except ServeError as e:
-            self._count(e)
-            await self.send(rpc_error_message(rid, e))
+            await self._reject(rid, e)
             return
         self._track(rid, p.uri, lambda r: self._next_edit(r, p))
 
     async def _next_edit(self, r: _Request, p: NextEditParams) -> None:
+        await self._answer_once(r, lambda: asyncio.to_thread(
+            _run_next_edit, self.service, p, lambda: r.cancel_reason is not None))
+
+    # ------------------------------------------------------------------ answers
+    def _count(self, e: ServeError) -> None:
+        outcome = {"overloaded": "overloaded", "too_large": "overloaded", "cancelled": "cancelled"}.get(e.kind, "error")
+        self.metrics.requests.inc(route="ws", outcome=outcome)
+
+    async def _reject(self, rid: int | str, e: ServeError) -> None:
+        """Answer a request with the error ``e`` (counted by its kind)."""
+        self._count(e)
+        await self.send(rpc_error_message(rid, e))
+
+    def _check_sizes(self, sizes: Iterable[tuple[str, int]]) -> None:
+        """Raise ``too_large`` for the first named part of a request (its size in characters) over the document
+        limit."""
+        limit = self.settings.max_document_chars
+        for what, size in sizes:
+            if size > limit:
+                raise ServeError("too_large", f"{what} of {size:,} characters exceeds the limit of {limit:,}",
+                                 limit="max_document_chars")
+
+    async def _end_early(self, r: _Request, e: Exception) -> None:
+        """Answer a request that stopped with ``e``: cancelled (by the client, a newer request or the socket), or
+        failed (answered as an internal error; the connection stays usable)."""
+        if isinstance(e, Cancelled):
+            self.metrics.requests.inc(route="ws", outcome="cancelled")
+            await self.send(rpc_error_message(r.id, ServeError("cancelled", f"request cancelled ({e.reason})")))
+        else:
+            self.metrics.requests.inc(route="ws", outcome="error")
+            await self.send(rpc_error_message(r.id, ServeError("internal", f"{type(e).__name__}: {e}")))
+
+    def _forget(self, r: _Request) -> None:
+        """Drop a finished request from those in flight (and from its ``uri``'s, unless a newer one took it)."""
+        self.inflight.pop(r.id, None)
+        if r.uri is not None and self.by_uri.get(r.uri) is r:
+            del self.by_uri[r.uri]
+
+    async def _answer_once(self, r: _Request, work: Callable[[], Awaitable[Any]]) -> None:
+        """Answer a one-shot request with the result ``work`` computes, unless it was cancelled meanwhile. A
+        ``ValueError`` from the work (an update that cannot be applied, a diff that does not parse, a cursor
+        outside the text) is the caller's to fix: answered as invalid params."""
         try:
-            result = await asyncio.to_thread(_run_next_edit, self.service, p, lambda: r.cancel_reason is not None)
+            result = await work()
             if r.cancel_reason is not None:
                 raise Cancelled(r.cancel_reason)
             self.metrics.requests.inc(route="ws", outcome="ok")
             await self.send({"jsonrpc": "2.0", "id": r.id, "result": result})
-        except Cancelled as c:
-            self.metrics.requests.inc(route="ws", outcome="cancelled")
-            await self.send(rpc_error_message(r.id, ServeError("cancelled", f"request cancelled ({c.reason})")))
-        except ValueError as e:  # a diff that does not parse, a cursor outside the text: the caller's to fix
-            self._count(ServeError("invalid_params", str(e)))
-            await self.send(rpc_error_message(r.id, ServeError("invalid_params", str(e))))
-        except Exception as e:
-            self.metrics.requests.inc(route="ws", outcome="error")
-            await self.send(rpc_error_message(r.id, ServeError("internal", f"{type(e).__name__}: {e}")))
+        except ValueError as e:
+            await self._reject(r.id, ServeError("invalid_params", str(e)))
+        except Exception as e:  # cancelled, or the work failed
+            await self._end_early(r, e)
         finally:
-            self.inflight.pop(r.id, None)
-            if r.uri is not None and self.by_uri.get(r.uri) is r:
-                del self.by_uri[r.uri]
-
-    def _count(self, e: ServeError) -> None:
-        outcome = {"overloaded": "overloaded", "too_large": "overloaded", "cancelled": "cancelled"}.get(e.kind, "error")
-        self.metrics.requests.inc(route="ws", outcome=outcome)
+            self._forget(r)
 
     async def _serve(self, r: _Request, p: InfillParams, planned: Planned) -> None:
         t0 = time.perf_counter()
@@ -306,8 +315,7 @@ class Connection:
             try:
                 job = await self.service.start(planned)
             except ServeError as e:
-                self._count(e)
-                await self.send(rpc_error_message(r.id, e))
+                await self._reject(r.id, e)
                 return
             r.job = job
             if r.cancel_reason is not None:  # cancelled while it was being queued
@@ -331,16 +339,10 @@ class Connection:
                                          last.stop_reason, range_=range_, version=p.version)
             await self.send({"jsonrpc": "2.0", "id": r.id, "result": {**result,
                                                                       **fill_source(last.source, last.reason)}})
-        except Cancelled as c:
-            self.metrics.requests.inc(route="ws", outcome="cancelled")
-            await self.send(rpc_error_message(r.id, ServeError("cancelled", f"request cancelled ({c.reason})")))
-        except Exception as e:  # the job failed: answer it, keep the connection
-            self.metrics.requests.inc(route="ws", outcome="error")
-            await self.send(rpc_error_message(r.id, ServeError("internal", f"{type(e).__name__}: {e}")))
+        except Exception as e:  # cancelled, or the job failed: answer it, keep the connection
+            await self._end_early(r, e)
         finally:
-            self.inflight.pop(r.id, None)
-            if r.uri is not None and self.by_uri.get(r.uri) is r:
-                del self.by_uri[r.uri]
+            self._forget(r)
             if r.job is not None and not finished:  # stopped early (send failed, task cancelled): stop the work
                 r.job.cancel(r.cancel_reason or "aborted")
 

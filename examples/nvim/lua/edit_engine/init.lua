@@ -123,6 +123,13 @@ local function byte_col(bufnr, line, character, encoding)
   return vim.str_byteindex(text, encoding, character, false)
 end
 
+-- An LSP range as 0-based rows and byte columns: start row, start column, end row, end column.
+local function byte_range(bufnr, range, encoding)
+  local sr, er = range.start.line, range["end"].line
+  return sr, byte_col(bufnr, sr, range.start.character, encoding), er,
+    byte_col(bufnr, er, range["end"].character, encoding)
+end
+
 -- The cursor (0-based row, byte column) if the buffer is in the current window.
 local function cursor_of(bufnr)
   if api.nvim_get_current_buf() ~= bufnr then
@@ -363,10 +370,7 @@ local function show_answer(bufnr, st)
   if not client or not st.range then
     return
   end
-  local enc = client.offset_encoding
-  local sr, er = st.range.start.line, st.range["end"].line
-  local sc = byte_col(bufnr, sr, st.range.start.character, enc)
-  local ec = byte_col(bufnr, er, st.range["end"].character, enc)
+  local sr, sc, er, ec = byte_range(bufnr, st.range, client.offset_encoding)
   local existing = table.concat(api.nvim_buf_get_text(bufnr, sr, sc, er, ec, {}), "\n")
   local text = st.text or ""
   st.preview = nil
@@ -398,13 +402,52 @@ local function cancel_request(st)
   end
 end
 
+-- Ask for something at the cursor: `reset(bufnr)` drops what was asked or shown for the buffer before, then
+-- `ask(bufnr, client, params)` runs with the buffer (resolved), its client and the cursor's position params.
+-- Returns what `ask` returns (the request id), or nil if no client serves the buffer.
+local function ask_at_cursor(bufnr, reset, ask)
+  bufnr = resolve(bufnr)
+  local client = client_for(bufnr)
+  if not client then
+    return nil
+  end
+  reset(bufnr)
+  return ask(bufnr, client, vim.lsp.util.make_position_params(0, client.offset_encoding))
+end
+
+-- Send `method` for the buffer's request state `st`, kept in `store[bufnr]` while it is in flight. `on_result`
+-- runs with the answer only while `st` is still the buffer's state there (not superseded or cancelled).
+-- Returns the request id, or nil (and forgets `st`) if the request could not be sent.
+local function send_request(client, bufnr, store, st, method, params, on_result)
+  store[bufnr] = st
+  local ok, id = client:request(method, params, function(err, result)
+    if store[bufnr] ~= st then
+      return -- superseded or cancelled
+    end
+    st.request_id = nil
+    on_result(err, result)
+  end, bufnr)
+  if not ok then
+    store[bufnr] = nil
+    return nil
+  end
+  st.request_id = id
+  return id
+end
+
+-- Forget the buffer's request state in `store`, clear what it shows with `clear_shown(bufnr)` and cancel its
+-- request in flight (if any).
+local function drop_request(bufnr, store, clear_shown)
+  bufnr = resolve(bufnr)
+  local st = store[bufnr]
+  store[bufnr] = nil
+  clear_shown(bufnr)
+  cancel_request(st)
+end
+
 --- Cancel the request in flight for the buffer (if any) and clear its suggestion.
 function M.cancel(bufnr)
-  bufnr = resolve(bufnr)
-  local st = M.state[bufnr]
-  M.state[bufnr] = nil
-  clear(bufnr)
-  cancel_request(st)
+  drop_request(bufnr, M.state, clear)
 end
 
 -- The buffer changed after the suggestion was shown: was it the user typing the suggestion's next
@@ -469,50 +512,34 @@ end
 --- Ask the server for an inline completion at the cursor. `automatic`: asked while typing (the auto mode), not
 --- by the user; the server may then answer faster with fewer repair rounds. Returns the request id, or nil.
 function M.trigger(bufnr, automatic)
-  bufnr = resolve(bufnr)
-  local client = client_for(bufnr)
-  if not client then
-    return nil
-  end
-  M.cancel(bufnr)
-  local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
-  params.context = { triggerKind = automatic and 2 or 1 } -- Automatic or Invoked
-  local st = { client_id = client.id, version = vim.lsp.util.buf_versions[bufnr], passes = 0, masked = 0 }
-  st.cursor = cursor_of(bufnr)
-  snapshot(bufnr, st)
-  M.state[bufnr] = st
-  local ok, id = client:request("textDocument/inlineCompletion", params, function(err, result)
-    if M.state[bufnr] ~= st then
-      return -- superseded or cancelled
-    end
-    st.request_id = nil
-    st.done = true
-    if st.detached or reconcile(bufnr) ~= st then
-      return -- typed through (the answer is already shown) or no longer valid
-    end
-    if err then
-      st.error = err
-      st.ghost = nil
-      clear(bufnr)
-      return
-    end
-    local item = result and (result.items or result)[1]
-    if not item then
-      st.text, st.ghost, st.shown = nil, nil, false
-      clear(bufnr)
-      return
-    end
-    local text = item.insertText
-    st.text = type(text) == "table" and text.value or text
-    st.range, st.final, st.masked, st.pass_preview = item.range, true, 0, nil
-    show_answer(bufnr, st)
-  end, bufnr)
-  if not ok then
-    M.state[bufnr] = nil
-    return nil
-  end
-  st.request_id = id
-  return id
+  return ask_at_cursor(bufnr, M.cancel, function(bufnr, client, params)
+    params.context = { triggerKind = automatic and 2 or 1 } -- Automatic or Invoked
+    local st = { client_id = client.id, version = vim.lsp.util.buf_versions[bufnr], passes = 0, masked = 0 }
+    st.cursor = cursor_of(bufnr)
+    snapshot(bufnr, st)
+    return send_request(client, bufnr, M.state, st, "textDocument/inlineCompletion", params, function(err, result)
+      st.done = true
+      if st.detached or reconcile(bufnr) ~= st then
+        return -- typed through (the answer is already shown) or no longer valid
+      end
+      if err then
+        st.error = err
+        st.ghost = nil
+        clear(bufnr)
+        return
+      end
+      local item = result and (result.items or result)[1]
+      if not item then
+        st.text, st.ghost, st.shown = nil, nil, false
+        clear(bufnr)
+        return
+      end
+      local text = item.insertText
+      st.text = type(text) == "table" and text.value or text
+      st.range, st.final, st.masked, st.pass_preview = item.range, true, 0, nil
+      show_answer(bufnr, st)
+    end)
+  end)
 end
 
 --- Handler for editEngine/pass: update the suggestion in place with the pass's snapshot.
@@ -532,17 +559,37 @@ function M.on_pass(_, p, ctx)
   end
 end
 
+-- Replace `range` (LSP positions) with `text`; returns the row and byte column where the new text ends.
+local function apply_range_edit(bufnr, client, range, text)
+  vim.lsp.util.apply_text_edits({ { range = range, newText = text } }, bufnr, client.offset_encoding)
+  local lines = vim.split(text, "\n", { plain = true })
+  local row = range.start.line + #lines - 1
+  local col = #lines[#lines]
+  if #lines == 1 then
+    col = col + byte_col(bufnr, range.start.line, range.start.character, client.offset_encoding)
+  end
+  return row, col
+end
+
+-- After an accept: move the cursor to (row, col), where the inserted text ends, if the buffer is the current
+-- one, and tell the server what was accepted (`report`: the editEngine/accepted params but the uri).
+local function report_accepted(bufnr, client, row, col, report)
+  if api.nvim_get_current_buf() == bufnr then
+    pcall(api.nvim_win_set_cursor, 0, { row + 1, col })
+  end
+  report.uri = vim.uri_from_bufnr(bufnr)
+  client:notify("editEngine/accepted", report)
+end
+
 --- Apply the suggestion (or up to the end of its first non-blank line) as an edit, as its own undo step.
 --- After a partial accept the rest stays shown. Returns true if something was inserted.
 function M.accept(bufnr, first_line_only)
   bufnr = resolve(bufnr)
   local st = reconcile(bufnr)
-  if not st or not st.ghost or st.ghost == "" or not st.row then
-    return false
-  end
-  local client = vim.lsp.get_client_by_id(st.client_id)
+  local has_text = st and st.ghost and st.ghost ~= "" and st.row
+  local client = has_text and vim.lsp.get_client_by_id(st.client_id)
   if not client then
-    return false
+    return false -- nothing shown, or its client is gone
   end
   local ghost = st.ghost
   local part = (first_line_only and st.kind == "insert") and first_line(ghost) or ghost
@@ -562,19 +609,9 @@ function M.accept(bufnr, first_line_only)
     row = st.row + #lines - 1
     col = (#lines == 1 and st.col or 0) + #lines[#lines]
   else
-    vim.lsp.util.apply_text_edits({ { range = st.range, newText = part } }, bufnr, client.offset_encoding)
-    local lines = vim.split(part, "\n", { plain = true })
-    row = st.range.start.line + #lines - 1
-    col = #lines[#lines]
-    if #lines == 1 then
-      col = col + byte_col(bufnr, st.range.start.line, st.range.start.character, client.offset_encoding)
-    end
+    row, col = apply_range_edit(bufnr, client, st.range, part)
   end
-  if api.nvim_get_current_buf() == bufnr then
-    pcall(api.nvim_win_set_cursor, 0, { row + 1, col })
-  end
-  client:notify("editEngine/accepted", {
-    uri = vim.uri_from_bufnr(bufnr),
+  report_accepted(bufnr, client, row, col, {
     kind = rest ~= "" and "partial" or "accept",
     acceptedChars = vim.fn.strchars(part),
     totalChars = vim.fn.strchars(ghost),
@@ -601,11 +638,7 @@ end
 
 --- Cancel the next-edit request in flight for the buffer (if any) and clear the edit shown.
 function M.dismiss_edit(bufnr)
-  bufnr = resolve(bufnr)
-  local st = M.edit_state[bufnr]
-  M.edit_state[bufnr] = nil
-  clear_edit(bufnr)
-  cancel_request(st)
+  drop_request(bufnr, M.edit_state, clear_edit)
 end
 
 -- Is the next edit still for the buffer and the cursor it was asked for (or shown at)?
@@ -634,10 +667,7 @@ local function show_edit(bufnr, st)
   if not client then
     return
   end
-  local enc = client.offset_encoding
-  local sr, er = e.range.start.line, e.range["end"].line
-  local sc = byte_col(bufnr, sr, e.range.start.character, enc)
-  local ec = byte_col(bufnr, er, e.range["end"].character, enc)
+  local sr, sc, er, ec = byte_range(bufnr, e.range, client.offset_encoding)
   if st.jump and api.nvim_get_current_buf() == bufnr then
     pcall(api.nvim_win_set_cursor, 0, { sr + 1, sc })
     st.cursor = cursor_of(bufnr)
@@ -700,44 +730,31 @@ end
 --- Ask the server for the next edit at the cursor (opts.jump: move the cursor to it when it comes).
 --- Returns the request id, or nil.
 function M.next_edit(bufnr, opts)
-  bufnr = resolve(bufnr)
-  local client = client_for(bufnr)
-  if not client then
-    return nil
-  end
-  M.dismiss_edit(bufnr)
-  local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
-  local st = { client_id = client.id, jump = opts and opts.jump, cursor = cursor_of(bufnr) }
-  st.tick = api.nvim_buf_get_changedtick(bufnr)
-  M.edit_state[bufnr] = st
-  local ok, id = client:request("editEngine/nextEdit", params, function(err, result)
-    if M.edit_state[bufnr] ~= st then
-      return -- superseded or dismissed
-    end
-    st.request_id = nil
-    if not edit_current(bufnr, st) then
-      M.dismiss_edit(bufnr)
-      return
-    end
-    if err or type(result) ~= "table" or result.version ~= vim.lsp.util.buf_versions[bufnr] then
-      M.edit_state[bufnr] = nil
-      if err and err.code ~= -32800 and err.code ~= -32801 then
-        vim.notify("edit-engine: " .. (err.message or "next edit failed"), vim.log.levels.WARN)
-      elseif not err then
-        api.nvim_echo({ { "edit-engine: no next edit", "Comment" } }, false, {})
+  return ask_at_cursor(bufnr, M.dismiss_edit, function(bufnr, client, params)
+    local st = { client_id = client.id, jump = opts and opts.jump, cursor = cursor_of(bufnr) }
+    st.tick = api.nvim_buf_get_changedtick(bufnr)
+    local id = send_request(client, bufnr, M.edit_state, st, "editEngine/nextEdit", params, function(err, result)
+      if not edit_current(bufnr, st) then
+        M.dismiss_edit(bufnr)
+        return
       end
-      return
+      if err or type(result) ~= "table" or result.version ~= vim.lsp.util.buf_versions[bufnr] then
+        M.edit_state[bufnr] = nil
+        if err and err.code ~= -32800 and err.code ~= -32801 then
+          vim.notify("edit-engine: " .. (err.message or "next edit failed"), vim.log.levels.WARN)
+        elseif not err then
+          api.nvim_echo({ { "edit-engine: no next edit", "Comment" } }, false, {})
+        end
+        return
+      end
+      st.edit = result
+      show_edit(bufnr, st)
+    end)
+    if id then
+      st.version = vim.lsp.util.buf_versions[bufnr] -- read after the request flushed the pending changes
     end
-    st.edit = result
-    show_edit(bufnr, st)
-  end, bufnr)
-  if not ok then
-    M.edit_state[bufnr] = nil
-    return nil
-  end
-  st.version = vim.lsp.util.buf_versions[bufnr] -- read after the request flushed the pending changes
-  st.request_id = id
-  return id
+    return id
+  end)
 end
 
 --- Apply the next edit shown (one undo step), then ask for the one after it and move to it.
@@ -756,18 +773,8 @@ function M.accept_edit(bufnr)
   local e = st.edit
   M.dismiss_edit(bufnr)
   break_undo()
-  vim.lsp.util.apply_text_edits({ { range = e.range, newText = e.newText } }, bufnr, client.offset_encoding)
-  local lines = vim.split(e.newText, "\n", { plain = true })
-  local row = e.range.start.line + #lines - 1
-  local col = #lines[#lines]
-  if #lines == 1 then
-    col = col + byte_col(bufnr, e.range.start.line, e.range.start.character, client.offset_encoding)
-  end
-  if api.nvim_get_current_buf() == bufnr then
-    pcall(api.nvim_win_set_cursor, 0, { row + 1, col })
-  end
-  client:notify("editEngine/accepted", {
-    uri = vim.uri_from_bufnr(bufnr),
+  local row, col = apply_range_edit(bufnr, client, e.range, e.newText)
+  report_accepted(bufnr, client, row, col, {
     kind = "nextEdit",
     acceptedChars = vim.fn.strchars(e.newText),
     totalChars = vim.fn.strchars(e.newText),
@@ -778,6 +785,19 @@ function M.accept_edit(bufnr)
 end
 
 -- ------------------------------------------------------------------------------------------ setup
+-- Run `fn` (in the main loop) once `ms` have passed with no newer call for the buffer; `store` keeps the
+-- buffer's timer between calls.
+local function debounce(store, bufnr, ms, fn)
+  local t = store[bufnr]
+  if t then
+    t:stop()
+  else
+    t = vim.uv.new_timer()
+    store[bufnr] = t
+  end
+  t:start(ms, 0, vim.schedule_wrap(fn))
+end
+
 local function on_attach(bufnr)
   if attached[bufnr] then
     return
@@ -850,14 +870,7 @@ local function on_attach(bufnr)
       if not M.config.auto or (kept and kept.tick == api.nvim_buf_get_changedtick(bufnr)) then
         return -- the suggestion still stands (typed through): nothing to ask
       end
-      local t = timers[bufnr]
-      if t then
-        t:stop()
-      else
-        t = vim.uv.new_timer()
-        timers[bufnr] = t
-      end
-      t:start(M.config.debounce_ms, 0, vim.schedule_wrap(function()
+      debounce(timers, bufnr, M.config.debounce_ms, function()
         if api.nvim_get_current_buf() ~= bufnr or vim.fn.mode() ~= "i" then
           return
         end
@@ -866,7 +879,7 @@ local function on_attach(bufnr)
           return -- already asked (or shown) for this text
         end
         M.trigger(bufnr, true)
-      end))
+      end)
     end,
   })
   api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, {
@@ -880,18 +893,11 @@ end
 
 -- next_edit_auto: ask once the buffer has been still for next_edit_debounce_ms (in normal mode).
 function M._auto_edit(bufnr)
-  local t = edit_timers[bufnr]
-  if t then
-    t:stop()
-  else
-    t = vim.uv.new_timer()
-    edit_timers[bufnr] = t
-  end
-  t:start(M.config.next_edit_debounce_ms, 0, vim.schedule_wrap(function()
+  debounce(edit_timers, bufnr, M.config.next_edit_debounce_ms, function()
     if api.nvim_get_current_buf() == bufnr and vim.fn.mode() == "n" and not M.edit_state[bufnr] then
       M.next_edit(bufnr)
     end
-  end))
+  end)
 end
 
 function M.setup(opts)

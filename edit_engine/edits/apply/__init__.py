@@ -1,0 +1,62 @@
+"""Apply edit: merge an update snippet written with ``... existing code ...`` markers into a file.
+
+A chat model that edits a file writes only what changes, the rest elided by marker comments::
+
+    # ... existing code ...
+    def area(r):
+        return math.pi * r ** 2
+    # ... existing code ...
+
+``merge(original, update, language)`` puts such a snippet into the file, structure first:
+
+1. **Chunks.** Marker lines (a comment of any supported language holding ``...``: ``# ... existing code ...``,
+   ``// ...``, ``/* ... */``, a bare ``... rest of code ...``; ``is_marker``) split the update into chunks. Each
+   chunk is a contiguous piece of the new file; each marker stands for original code that stays. Blank lines at a
+   chunk's edges are formatting around the markers and are dropped (the original's spacing stays), unless new
+   lines at that edge meet original code with no blank line between.
+2. **Definitions.** A chunk is parsed with tree-sitter (``edit_engine.syntax.trees``). A complete definition in it
+   (``def f``/``class C``, ``function f``, ``fn f``, ``impl T``, ``func (r T) f``...) replaces the original
+   definition of the same name at the same indentation; nesting is respected: a method shown under its class
+   header, or after a chunk placed inside that class, replaces that class's method. A definition that a deeper
+   marker continues (``class C:`` followed by ``    # ...``) is open: only its header is context. A definition
+   whose name is new but whose body mostly matches one original definition that the update no longer names is
+   that definition renamed. Decorators and attributes stay when the chunk shows the definition without them.
+3. **Lines.** Around (or without) definitions, the chunk's first and last context lines are matched on the
+   original as blocks of lines, exact first, then ignoring whitespace; unique matches only: in the whole file,
+   then between the neighbouring chunks, then inside the definition the previous chunk ended in. Once one line
+   is found at a single place, the chunk's outermost matching lines go to their nearest match beside it.
+4. **Placing.** The original lines between a chunk's first and last anchored lines are replaced by the chunk;
+   unmatched lines at its edges are new lines inserted there. An update that opens without a marker starts the
+   file (one that ends without one ends it) when that drops no more lines than the chunk holds and no
+   definition. Chunks are placed in order, each after the previous one; a chunk that would change nothing at
+   its place while its lines occur elsewhere goes where it changes something. **Span guard**: a place whose
+   span would drop many original lines that appear nowhere in the update (outside the original definitions the
+   chunk shows whole) — more than ``DROP_FLOOR`` plus ``DROP_RATIO`` times the chunk's own lines — is passed
+   over: a definition's context lines become new lines beside it, a chunk placed by lines takes another of its
+   candidate places, or is inserted when it defines something new, else refused (``ValueError`` with the span
+   and the count). An update without markers is taken literally and not guarded.
+5. **What is left.** A chunk with no anchor that defines something new is inserted after the last definition
+   at its level before the next placed chunk (or, when it opens the update, before the first). A chunk whose
+   lines match several places and none uniquely is ambiguous: the place where it changes something, spanning
+   at most twice its lines, most like it wins; among places alike ``choose`` (the diffusion model,
+   ``model_chooser``) decides, else the first is taken. A chunk that matches nothing and defines nothing cannot
+   be placed (``ValueError`` naming it); an update without any marker that matches nothing replaces the file.
+
+Every placement is recorded (``Placement.kind``: definition, lines, inserted, ambiguous, whole).
+
+The modules, each importing only the ones before it: ``source`` (the original indexed, and the definitions of
+a syntax tree, for every stage), then one per stage: ``chunks`` (1), ``definitions`` (2), ``anchoring`` (3),
+``placing`` (4 and 5, with the span guard and the model's choice among places alike) and ``rendering`` (the
+entry points ``merge`` and ``stream``: the texts checked and split, the stages run over every chunk, the
+merged text and the result).
+The package exports what the rest of the engine uses.
+"""
+
+from edit_engine.edits.apply.chunks import is_marker
+from edit_engine.edits.apply.placing import DROP_FLOOR, DROP_RATIO, chooser
+from edit_engine.edits.apply.rendering import ApplyResult, Placement, guess_language, merge, stream
+from edit_engine.edits.apply.source import Definition, definitions
+from edit_engine.engine.results import MAX_DOCUMENT_CHARS
+
+__all__ = ["DROP_FLOOR", "DROP_RATIO", "MAX_DOCUMENT_CHARS", "ApplyResult", "Definition", "Placement",
+           "chooser", "definitions", "guess_language", "is_marker", "merge", "stream"]

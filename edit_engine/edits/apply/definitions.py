@@ -1,0 +1,120 @@
+"""Stage 2, definitions: a chunk's definitions matched by name to the original's.
+
+``analyse`` takes a chunk and its language, parses the chunk (dedented) and fills in its definitions, the
+closed ones (``units``: shown whole, each with the names of the open definitions above it; a definition that a
+deeper marker continues is open and only its header is shown) and which lines lie outside them (``items``).
+``def_anchor`` takes one closed definition of the chunk and a window of the original and gives the original
+rows it replaces, with a note: the definition of the same qualified name at the same indentation (told apart
+by its header, then by its body lines, when several), else one that holds most of its body and that the update
+no longer names (the same definition, renamed); None when no single one fits. Decorators and attributes the
+chunk does not show stay in the original.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from edit_engine.edits.apply.chunks import Chunk
+from edit_engine.edits.apply.source import Definition, Source, definitions, indent_width, norm
+from edit_engine.syntax import trees as syntax
+
+
+def analyse(ch: Chunk, language: str) -> None:
+    """Parse a chunk (dedented) and find its closed definitions (``units``) and its other lines (``items``)."""
+    m = min(indent_width(x) for x in ch.lines if x.strip())
+    text = "\n".join(x[m:] if not x[:m].strip() else x.lstrip() for x in ch.lines)
+    ch.defs = definitions(syntax.Document.parse(text, language), m) if syntax.load(language).has_tree else []
+    last = len(ch.lines)
+    units: list[tuple[int, tuple[str, ...]]] = []
+
+    def walk(parent: int, path: tuple[str, ...]) -> None:
+        kids = [i for i, d in enumerate(ch.defs) if d.parent == parent]
+        for pos, i in enumerate(kids):
+            d = ch.defs[i]
+            # The last definition, running to the chunk's end, continued by a deeper marker: only its header is
+            # shown, its body goes on in the original.
+            if pos == len(kids) - 1 and d.end >= last and ch.marker_after and ch.after_indent > d.indent:
+                walk(i, (*path, d.name))
+            elif d.clean:
+                units.append((i, path))
+
+    walk(-1, ())
+    ch.units = units
+    ch.items = [True] * last
+    for i, _ in units:
+        for r in range(ch.defs[i].start, min(ch.defs[i].end, last)):
+            ch.items[r] = False
+
+
+def def_anchor(src: Source, ch: Chunk, unit: tuple[int, tuple[str, ...]], lo: int, hi: int, strict: bool,
+                names: set[str]) -> tuple[int, int, str] | None:
+    """The original rows a closed definition of the chunk replaces, and a note; None when no single one."""
+    i, path = unit
+    d = ch.defs[i]
+    want = (*path, d.name)
+    cands = [j for j in src.by_name.get(d.name, ()) if src.defs[j].indent == d.indent
+             and src.defs[j].qual[-len(want):] == want]
+    if not cands:
+        return _renamed(src, ch, d, lo, hi, names)
+    cands = [j for j in cands if src.defs[j].clean]  # a broken one's extent is not to be trusted
+    inside = [j for j in cands if lo <= src.defs[j].start and src.defs[j].end <= hi]
+    if len(inside) > 1 and not strict:
+        c = src.container(lo - 1, d.indent) if lo > 0 else -1
+        inside = [j for j in inside if src.defs[j].parent == c] or inside
+    if len(inside) > 1:
+        inside = _alike(src, ch, d, inside)
+    if len(inside) != 1:
+        return None
+    o = src.defs[inside[0]]
+    # Decorators / attributes the chunk does not show stay (the marker before it stands for them).
+    return (o.start if d.start < d.inner else o.inner), o.end, ".".join(o.qual)
+
+
+def _alike(src: Source, ch: Chunk, d: Definition, cands: list[int]) -> list[int]:
+    """Original definitions of the same name told apart by the chunk's: the one whose header line reads the
+    same, else the one holding the most of its body lines (a single best), else all of them."""
+    head = norm(ch.lines[d.inner])
+    same = [j for j in cands if src.norm[src.defs[j].inner] == head]
+    if len(same) == 1:
+        return same
+    body = {norm(ch.lines[r]) for r in range(max(d.body, d.inner + 1), min(d.end, len(ch.lines)))
+            if _telling(ch.lines[r])}
+    hits = {j: sum(src.norm[r] in body for r in range(src.defs[j].inner + 1, src.defs[j].end)) for j in cands}
+    top = max(hits.values(), default=0)
+    best = [j for j, h in hits.items() if h == top]
+    return best if top > 0 and len(best) == 1 else cands
+
+
+def _renamed(src: Source, ch: Chunk, d: Definition, lo: int, hi: int, names: set[str]) -> tuple[int, int, str] | None:
+    """A definition with a new name whose body lines (two at least, and half of those that can tell places
+    apart) sit in one original definition (same indentation) that the update does not name any more: that
+    definition, renamed."""
+    body = [ch.lines[r] for r in range(max(d.body, d.inner + 1), min(d.end, len(ch.lines)))
+            if _telling(ch.lines[r])]
+    if not body:
+        return None
+    peers = [j for j, o in enumerate(src.defs) if o.indent == d.indent and lo <= o.start and o.end <= hi
+             and o.name not in names]  # in file order, and apart: the same indentation
+    starts = [src.defs[j].body for j in peers]
+    hits: dict[int, int] = {}
+    for line in body:
+        rows, _ = src.where(line, lo, hi)
+        if len(rows) > 32:  # a line found everywhere says nothing
+            continue
+        found = set()
+        for r in rows:
+            k = bisect_left(starts, r + 1) - 1
+            if k >= 0 and r < src.defs[peers[k]].end:
+                found.add(peers[k])
+        for j in found:
+            hits[j] = hits.get(j, 0) + 1
+    best = [j for j, c in hits.items() if c >= 2 and 2 * c >= len(body)]
+    if len(best) != 1:
+        return None
+    o = src.defs[best[0]]
+    return (o.start if d.start < d.inner else o.inner), o.end, f"{'.'.join(o.qual)} renamed to {d.name}"
+
+
+def _telling(line: str) -> bool:
+    """A line that can tell one place from another: some word in it, not just brackets and punctuation."""
+    return len(norm(line)) >= 4 and any(c.isalnum() for c in line)

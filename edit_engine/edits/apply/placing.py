@@ -1,0 +1,340 @@
+"""Stages 4 and 5, placing: where each chunk goes (its ``Spot``: the original rows it replaces, its lines).
+
+``place`` takes a chunk, the ``Source``, a window of original rows and the span guard, and gives a spot,
+several candidate spots (ambiguous) or None: around its matched definitions (``definitions.def_anchor``), or
+by its first and last context lines (``anchoring``); unmatched lines at its edges become new lines, and a
+place that would drop many original lines the update does not show is passed over (``Guard``). Over all the
+chunks: ``best_chain`` keeps the placed chunks that follow each other in the file, the others are placed again
+between them; ``decide`` ranks an ambiguous chunk's places and lets the ``Chooser`` (the diffusion model's:
+``model_chooser``) pick among those alike; ``insert`` puts a chunk that defines something new beside the
+definitions at its level; and ``refuse_dropping`` says why a chunk that only the guard turned down is not
+applied.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from edit_engine.edits.apply.anchoring import Ends, back, forward, scan, search_windows, toward
+from edit_engine.edits.apply.chunks import Chunk
+from edit_engine.edits.apply.definitions import def_anchor
+from edit_engine.edits.apply.source import Source
+
+MAX_CANDIDATES = 16  # ambiguous chunks: placements offered to ``choose`` (the first ones after the previous chunk)
+
+# A chooser gets the chunk's text and, per candidate placement, the original text before and after it; it returns
+# the index of the candidate to take.
+Chooser = Callable[[str, Sequence[tuple[str, str]]], int]
+
+
+@dataclass
+class Spot:
+    """Where a chunk goes: ``lines`` replace original rows [a, b)."""
+
+    a: int
+    b: int
+    lines: list[str]
+    kind: str
+    note: str = ""
+    kept: tuple[tuple[int, int], ...] = ()  # original definitions the chunk rewrites whole (rows [start, end))
+
+
+# ---------------------------------------------------------------------------------------------------- the span guard
+# A chunk may drop original lines (a deletion, or a rewrite shorter than what it replaces), but a place whose span
+# drops far more than the chunk writes is more likely a wrong anchoring (ends matched on common lines far apart)
+# than an edit. Dropped: a non-blank original line of the span that appears nowhere in the update (ignoring
+# whitespace) and is not inside an original definition the chunk shows whole. The limit: a rewrite condensing
+# twice the chunk's own lines, plus one deleted block the size of a small function.
+DROP_FLOOR = 16  # original lines a chunk may drop beyond DROP_RATIO times its own
+DROP_RATIO = 2
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The span check of an update: ``shown`` holds its lines without whitespace; ``active`` is False for an
+    update without markers (taken literally: it says what the span becomes)."""
+
+    src: Source
+    shown: frozenset[str]
+    active: bool = True
+
+    def limit(self, ch: Chunk) -> int:
+        return DROP_FLOOR + DROP_RATIO * sum(bool(x.strip()) for x in ch.lines)
+
+    def dropped(self, spot: Spot) -> int:
+        """Original lines of the spot's span that nothing in the update keeps."""
+        norm, shown = self.src.norm, self.shown
+        return sum(1 for r in range(spot.a, spot.b) if norm[r] and norm[r] not in shown
+                   and not any(s <= r < e for s, e in spot.kept))
+
+    def ok(self, ch: Chunk, spot: Spot) -> bool:
+        if not self.active or spot.kind in ("inserted", "whole"):
+            return True
+        limit = self.limit(ch)
+        return spot.b - spot.a <= limit or self.dropped(spot) <= limit
+
+
+# ---------------------------------------------------------------------------------------------------- one chunk
+def place(src: Source, ch: Chunk, lo: int, hi: int, strict: bool, names: set[str],
+           last: bool, guard: Guard) -> Spot | list[Spot] | None:
+    """A chunk's place in [lo, hi): a spot, several candidate spots (ambiguous; never when ``strict``), or
+    None (nothing anchors it). ``strict``: unique in [lo, hi) only. Places that drop too much of the original
+    (``guard``) are passed over."""
+    anchors: list[tuple[int, int, int, int, str]] = []
+    items = list(ch.items)
+    for unit in ch.units:
+        got = def_anchor(src, ch, unit, lo, hi, strict, names)
+        d = ch.defs[unit[0]]
+        if got is not None and (not anchors or got[0] >= anchors[-1][3]):
+            anchors.append((d.start, min(d.end, len(ch.lines)), *got))
+        elif any(src.defs[j].indent == d.indent for j in src.by_name.get(d.name, ())):
+            # An original definition of that name that could not be told apart: its lines anchor like others.
+            items[d.start : d.end] = [True] * (min(d.end, len(items)) - d.start)
+    view = Chunk(ch.index, ch.lines, ch.start, ch.marker_before, ch.marker_after, ch.after_indent, ch.blanks,
+                 ch.defs, ch.units, items)
+    if anchors:
+        return _around_defs(src, view, anchors, lo, hi, last, guard)
+    return _by_lines(src, view, lo, hi, strict, last, guard)
+
+
+def _around_defs(src: Source, ch: Chunk, anchors: list[tuple[int, int, int, int, str]], lo: int, hi: int,
+                 last: bool, guard: Guard) -> Spot:
+    """A chunk with anchored definitions: its lines before the first one and after the last one are matched
+    on the original just before and after them (the nearest match). When that match would drop too much
+    (``guard``), those lines are new lines beside the definitions instead (the head's match given up first)."""
+    cs, oa, ce, ob = anchors[0][0], anchors[0][2], anchors[-1][1], anchors[-1][3]
+    head = scan(src, ch, 0, cs, [(lo, oa)], 1)
+    tail = scan(src, ch, ce, len(ch.lines), [(ob, hi)], -1)
+    note = ", ".join(x[4] for x in anchors)
+    kept = tuple((x[2], x[3]) for x in anchors)
+    spot = Spot(oa, ob, ch.lines, "definition", note, kept)
+    for k, (use_head, use_tail) in enumerate(((True, True), (False, True), (True, False), (False, False))):
+        i, a = cs, oa
+        if use_head and head.edge >= 0:
+            i, a = back(src, ch, head.edge, head.rows[-1], 0, lo)
+        j, b = ce - 1, ob
+        if use_tail and tail.edge >= 0:
+            j, q = forward(src, ch, tail.edge, tail.rows[0], len(ch.lines), hi)
+            b = q + 1
+        spot = _edges(src, ch, Spot(a, b, list(ch.lines), "definition", note, kept), i, j, last)
+        if k:
+            spot.note = f"{note}; lines beside them placed as new lines (their match dropped too much)"
+        if guard.ok(ch, spot):
+            return spot
+    return spot
+
+
+def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
+              last: bool, guard: Guard) -> Spot | list[Spot] | None:
+    """A chunk placed by its first and last context lines: from a line found at a single place, its outermost
+    matching lines are placed by their nearest rows; without one, or when that place drops too much of the
+    original (``guard``), every place of its first line that does not is a candidate (ambiguous)."""
+    n = len(ch.lines)
+    windows = search_windows(src, ch, lo, hi, strict)
+    head, tail = scan(src, ch, 0, n, windows, 1), scan(src, ch, 0, n, windows, -1)
+    if head.edge < 0:
+        return None
+    if head.unique is not None and tail.unique is not None:
+        i, p = toward(src, ch, head, lo, hi, 1, 0, n)
+        j, q = toward(src, ch, tail, lo, hi, -1, 0, n)
+        spot = _edges(src, ch, Spot(p, q + 1, ch.lines, "lines"), i, j, last) if p <= q and i <= j else None
+        if spot is not None and guard.ok(ch, spot):
+            if src.lines[spot.a : spot.b] != ch.lines or len(head.rows) < 2:
+                loose = src.lines[p] != ch.lines[i] or src.lines[q] != ch.lines[j]
+                spot.note = "ignoring whitespace" if loose else ""
+                return spot
+            # It would change nothing there, and its first line is found elsewhere too: an edit is meant, at the
+            # one other place (spanning no more than twice its lines) where it would change something.
+            others = [c for c in _candidates(src, ch, head, tail, last)
+                      if src.lines[c.a : c.b] != ch.lines and c.b - c.a <= 2 * n and guard.ok(ch, c)]
+            if len(others) == 1:
+                others[0].kind, others[0].note = "lines", "the one place where it changes something"
+                return others[0]
+            return spot
+    if strict:
+        return None
+    return [c for c in _candidates(src, ch, head, tail, last) if guard.ok(ch, c)] or None
+
+
+def _candidates(src: Source, ch: Chunk, head: Ends, tail: Ends, last: bool) -> list[Spot]:
+    """Every place of the chunk's first matching line, each to the nearest place of its last one after it."""
+    out: list[Spot] = []
+    i, j = head.edge, tail.edge
+    for p in head.rows:
+        later = [r for r in tail.rows if r >= p + (j > i)]
+        if later:
+            out.append(_edges(src, ch, Spot(p, later[0] + 1, ch.lines, "ambiguous"), i, j, last))
+        if len(out) >= MAX_CANDIDATES:
+            break
+    return out
+
+
+def _rank(src: Source, ch: Chunk, cands: list[Spot]) -> list[tuple[float, Spot]]:
+    """Candidate places, most likely first: those where the chunk changes something, spanning no more than
+    twice its lines, most like it (characters in common with the lines it replaces); ties in file order."""
+    def keep(pool: list[Spot], test: Callable[[Spot], bool]) -> list[Spot]:
+        return [c for c in pool if test(c)] or pool
+
+    pool = keep(cands, lambda c: src.lines[c.a : c.b] != ch.lines)
+    pool = keep(pool, lambda c: c.b - c.a <= 2 * len(ch.lines))
+    text = "\n".join(ch.lines)
+    scored = [(difflib.SequenceMatcher(None, "\n".join(src.lines[c.a : c.b]), text, autojunk=False).ratio(), c)
+              for c in pool]
+    return sorted(scored, key=lambda x: -x[0])
+
+
+def _edges(src: Source, ch: Chunk, spot: Spot, i: int, j: int, last: bool) -> Spot:
+    """Lines before the chunk's first anchored line (``i``) or after its last (``j``) are new lines. An update
+    that opens without a marker starts the file: new lines at its start replace the file's first lines when
+    those are no more than the chunk holds and hold no definition. One that ends without a marker ends it: new
+    lines at its end replace the file's last lines likewise, and the original lines after it go when they are
+    no more than the chunk holds and all indented (the rest of the block the chunk ends in)."""
+    n = len(ch.lines)
+    if i > 0 and ch.index == 0 and not ch.marker_before and spot.a <= n and not src.top_level_def_in(0, spot.a):
+        spot.a = 0
+    if last and not ch.marker_after and src.n - spot.b <= n:
+        rest = src.lines[spot.b :]
+        if (j < n - 1 and not src.top_level_def_in(spot.b, src.n)) or (
+                any(x.strip() for x in rest) and all(not x.strip() or x[:1].isspace() for x in rest)):
+            spot.b = src.n
+    # New lines at an edge keep the blank lines the update put between them and the marker, unless the
+    # original has blank lines there already.
+    lead = ch.blanks[0] if i > 0 and 0 < spot.a and src.lines[spot.a - 1].strip() else 0
+    trail = ch.blanks[1] if j < n - 1 and spot.b < src.n and src.lines[spot.b].strip() else 0
+    if lead or trail:
+        spot.lines = [""] * lead + spot.lines + [""] * trail
+    return spot
+
+
+def _blank_run(src: Source, p: int, step: int) -> int:
+    """Blank original lines from row ``p`` on (``step`` +1) or back (-1)."""
+    k = 0
+    while 0 <= p + k * step < src.n and not src.lines[p + k * step].strip():
+        k += 1
+    return k
+
+
+def insert(src: Source, ch: Chunk, lo: int, hi: int) -> Spot:
+    """A chunk that anchors nowhere but defines something new: after the last definition at its level in
+    [lo, hi) (inside the definition the previous chunk ended in, or the one its open headers name), with the
+    spacing used between those definitions; when it opens the update, before the first one."""
+    d0, path = ch.defs[ch.units[0][0]], ch.units[0][1]
+    cont = -1
+    if path:
+        named = [j for j in src.by_name.get(path[-1], ()) if src.defs[j].qual[-len(path):] == path
+                 and lo <= src.defs[j].end and src.defs[j].start < hi]
+        cont = named[0] if len(named) == 1 else -1
+    elif lo > 0:
+        cont = src.container(lo - 1, d0.indent)
+    sibs = [o for o in src.defs if o.parent == cont and o.indent == d0.indent and lo <= o.start and o.end <= hi]
+    where = "at the top level" if cont < 0 else f"in {'.'.join(src.defs[cont].qual)}"
+    if not ch.marker_before and sibs:  # the update opens with it: before the first definition
+        o = sibs[0]
+        gap = _blank_run(src, o.start - 1, -1) or 1
+        return Spot(o.start, o.start, ch.lines + [""] * gap, "inserted", f"before {o.name} {where}")
+    if sibs:
+        o = sibs[-1]
+        gap = _blank_run(src, o.end, 1) or _blank_run(src, o.start - 1, -1) or 1
+        return Spot(o.end, o.end, [""] * gap + ch.lines, "inserted", f"after {o.name} {where}")
+    p = min(hi, src.defs[cont].end) if cont >= 0 else (hi if lo > 0 or hi < src.n else src.n)
+    prev = src.lines[p - 1].rstrip() if p > 0 else ""
+    gap = 0 if not prev or prev.endswith(src.grammar.block_openers) else 1
+    return Spot(p, p, [""] * gap + ch.lines, "inserted", f"at line {p + 1} {where}")
+
+
+# ---------------------------------------------------------------------------------------------------- every chunk
+def best_chain(spots: list[Spot | None]) -> list[Spot | None]:
+    """The largest set of placed chunks that follow each other in the file (the others are placed again
+    between them)."""
+    idx = [k for k, s in enumerate(spots) if s is not None]
+    best: dict[int, tuple[int, int]] = {}  # chunk -> (chain length, previous chunk)
+    for x, k in enumerate(idx):
+        sk = spots[k]
+        assert sk is not None
+        best[k] = (1, -1)
+        for m in idx[:x]:
+            sm = spots[m]
+            assert sm is not None
+            if sm.b <= sk.a and best[m][0] + 1 > best[k][0]:
+                best[k] = (best[m][0] + 1, m)
+    keep: set[int] = set()
+    k = max(best, key=lambda c: best[c][0], default=-1)
+    while k >= 0:
+        keep.add(k)
+        k = best[k][1]
+    return [s if k in keep else None for k, s in enumerate(spots)]
+
+
+def refuse_dropping(src: Source, ch: Chunk, lo: int, hi: int, names: set[str], last: bool, guard: Guard) -> None:
+    """Raise ValueError when the chunk has places that only the span guard turned down (the error says what
+    the nearest of them would drop); return when it has none at all."""
+    got = place(src, ch, lo, hi, False, names, last, Guard(src, guard.shown, False))
+    spots = got if isinstance(got, list) else [got] if got is not None else []
+    if not spots:
+        return
+    s = min(spots, key=lambda c: c.b - c.a)
+    raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, starting "
+                     f"{ch.lines[0].strip()[:60]!r}) is not applied: its anchoring would replace original lines "
+                     f"{s.a + 1}-{s.b} and drop {guard.dropped(s)} of them that appear nowhere in the update (at most "
+                     f"{guard.limit(ch)} for a chunk of its size); put a '... existing code ...' marker where "
+                     "original code stays, or show more lines around the edit")
+
+
+def decide(src: Source, eol: str, ch: Chunk, cands: list[Spot], choose: Chooser | None) -> tuple[Spot, int]:
+    """An ambiguous chunk's place (``_rank``; among places that rank the same, ``choose`` decides, else the
+    first), and the model passes spent."""
+    ranked = _rank(src, ch, cands)
+    best = [c for r, c in ranked if r == ranked[0][0]]
+    pick, how, used = 0, "the closest", 0
+    if len(best) > 1 and choose is not None:
+        def text(rows: list[str]) -> str:
+            return "".join(x + eol for x in rows)
+
+        got = choose(text(ch.lines), [(text(src.lines[: s.a]), text(src.lines[s.b :])) for s in best])
+        pick, how, used = (got if 0 <= got < len(best) else 0), "the model's pick", 1
+    elif len(best) > 1:
+        how = "the first"
+    spot = best[pick]
+    if len(cands) == 1:
+        spot.kind, spot.note = "lines", "the one place where both its ends are found"
+    else:
+        spot.note = f"{len(cands)} candidate places; {how} of {len(best)} alike (line {spot.a + 1})"
+    return spot, used
+
+
+# ---------------------------------------------------------------------------------------------------- the model
+SCORE_TOKENS = 32  # an ambiguous chunk is scored on its first tokens at each candidate place
+
+
+def chooser(rt: Any, use_model: bool) -> Chooser | None:
+    """``model_chooser(rt)`` when ``use_model`` and the model denoises a canvas, else None (the first place)."""
+    return model_chooser(rt) if use_model and rt.canvas else None
+
+
+def model_chooser(rt: Any) -> Chooser:
+    """A ``Chooser`` that asks the diffusion model (an ``engine.runtime.Runtime``): at each candidate place the
+    chunk's first tokens are masked between the original text before the place and the rest of the chunk and
+    the original after it, and the place where the model finds them most likely (mean log-probability, one
+    batched forward pass) wins."""
+    import torch
+
+    tok, model = rt.tokenizer, rt.model
+
+    def choose(chunk: str, contexts: Sequence[tuple[str, str]]) -> int:
+        ids = tok.encode(chunk)
+        k = max(1, min(len(ids), SCORE_TOKENS, model.cfg.max_canvas))
+        shown = tok.decode(ids[:k])
+        rest = chunk[len(shown) :] if chunk.startswith(shown) else chunk
+        pairs = [rt.context_ids(before, rest + after) for before, after in contexts]
+        cache = model.encode_context([p for p, _ in pairs], [s for _, s in pairs], k)
+        canvas = torch.full((len(pairs), k), tok.mask_id, dtype=torch.long, device=model.device)
+        with torch.no_grad():
+            logp = torch.log_softmax(model.canvas_logits(canvas, cache).float(), -1)
+        target = torch.tensor(ids[:k] or [tok.pad_id], device=model.device)
+        score = logp[:, torch.arange(k, device=model.device), target].mean(-1)
+        return int(score.argmax())
+
+    return choose

@@ -1,0 +1,216 @@
+"""The entry points and the merged text: ``merge`` and ``stream``.
+
+Both take the original, the update, a language (or ``auto``: ``guess_language``) and an optional ``Chooser``.
+The texts are checked (size, valid Unicode) and split into lines, and ``_plan`` runs the stages over them: the
+update into chunks (``chunks``), each chunk's definitions (``definitions.analyse``), each chunk's place
+(``placing``: first each alone, then in order between the chunks placed in sequence). ``_render`` writes the
+original with the first k chunks put in their places, in the original's line ends; ``merge`` gives the
+``ApplyResult`` (the text, a ``Placement`` per chunk, the segments, the time, the model passes) and ``stream``
+a ``Pass`` per chunk placed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from edit_engine.edits.apply.chunks import Chunk, split_update
+from edit_engine.edits.apply.definitions import analyse
+from edit_engine.edits.apply.placing import (
+    Chooser,
+    Guard,
+    Spot,
+    best_chain,
+    decide,
+    insert,
+    place,
+    refuse_dropping,
+)
+from edit_engine.edits.apply.source import Source, norm
+from edit_engine.engine.results import MAX_DOCUMENT_CHARS, Pass
+from edit_engine.syntax import trees as syntax
+
+KINDS = ("definition", "lines", "inserted", "ambiguous", "whole")
+
+
+# ---------------------------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Placement:
+    """Where one chunk of the update went: it replaced original lines ``[start, end)`` (0-based; equal for an
+    insertion) and came from update lines ``[update_start, update_end)``."""
+
+    chunk: int
+    kind: str  # KINDS
+    start: int
+    end: int
+    update_start: int
+    update_end: int
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chunk": self.chunk, "kind": self.kind, "start": self.start, "end": self.end,
+                "updateStart": self.update_start, "updateEnd": self.update_end, "note": self.note}
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """The merged file, how each chunk was placed, and the time it took. ``segments``: the merged text in order,
+    each piece kept from the original (chunk -1) or written by chunk k; they join to ``text``."""
+
+    text: str
+    placements: tuple[Placement, ...]
+    elapsed_ms: float
+    segments: tuple[tuple[int, str], ...] = ()
+    nfe: int = 0  # model passes spent on ambiguous chunks
+
+
+# ---------------------------------------------------------------------------------------------------- the texts
+GUESSED = ("python", "javascript", "typescript", "tsx", "rust", "go")  # in this order on a tie
+GUESS_CHARS = 20_000
+
+
+def guess_language(text: str) -> str:
+    """The grammar (of ``GUESSED``) that parses the start of ``text`` with the fewest bytes in error; python
+    when none is installed or the text is empty."""
+    head = text[:GUESS_CHARS]
+    if len(text) > GUESS_CHARS and "\n" in head:
+        head = head[: head.rfind("\n") + 1]
+    best, fewest = "python", -1
+    for lang in GUESSED:
+        doc = syntax.Document.parse(head, lang)
+        if doc.tree is None:
+            continue
+        bad = sum(n.end_byte - n.start_byte + n.is_missing for n in syntax.broken_nodes(doc.tree))
+        if fewest < 0 or bad < fewest:
+            best, fewest = lang, bad
+    return best
+
+
+def _check(name: str, text: str) -> None:
+    """Raise ValueError for a text over the size limit (``MAX_DOCUMENT_CHARS``, the engine's) or not valid
+    Unicode."""
+    limit = MAX_DOCUMENT_CHARS
+    if len(text) > limit:
+        raise ValueError(f"the {name} has {len(text):,} characters, over the limit of {limit:,}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"the {name} holds a lone surrogate (U+{ord(text[e.start]):04X} at character "
+                         f"{e.start}); send valid Unicode") from None
+
+
+def _split(text: str) -> tuple[list[str], bool]:
+    """Lines without their line ends (a trailing ``\\r`` dropped), and whether the text ends with a newline."""
+    if not text:
+        return [], False
+    lines = text.split("\n")
+    final = lines[-1] == ""
+    if final:
+        lines.pop()
+    return [x[:-1] if x.endswith("\r") else x for x in lines], final
+
+
+# ---------------------------------------------------------------------------------------------------- merging
+@dataclass
+class _Plan:
+    src: Source
+    chunks: list[Chunk]
+    spots: list[Spot]
+    eol: str
+    final: bool
+    nfe: int
+
+
+def _plan(original: str, update: str, language: str, choose: Chooser | None) -> _Plan:
+    _check("original", original)
+    _check("update", update)
+    if language == "auto":
+        language = guess_language(original or update)
+    eol = "\r\n" if "\r\n" in original and original.count("\r\n") == original.count("\n") else "\n"
+    olines, final = _split(original)
+    ulines, ufinal = _split(update)
+    chunks, markers = split_update(ulines)
+    if not chunks:
+        raise ValueError("the update holds only marker lines (or nothing): there is no code to apply")
+    src = Source(olines, language)
+    for ch in chunks:
+        analyse(ch, language)
+    names = {d.name for ch in chunks for d in ch.defs}
+    guard = Guard(src, frozenset(norm(x) for x in ulines), markers > 0)
+    first = [place(src, ch, 0, src.n, True, names, k == len(chunks) - 1, guard) for k, ch in enumerate(chunks)]
+    spots = best_chain([s if isinstance(s, Spot) else None for s in first])
+    nfe = 0
+    for k, ch in enumerate(chunks):
+        if spots[k] is not None:
+            continue
+        lo = max((s.b for s in spots[:k] if s is not None), default=0)
+        hi = min((s.a for s in spots[k + 1 :] if s is not None), default=src.n)
+        got = place(src, ch, lo, hi, False, names, k == len(chunks) - 1, guard)
+        if isinstance(got, list):
+            got, used = decide(src, eol, ch, got, choose)
+            nfe += used
+        if got is None and ch.units:
+            got = insert(src, ch, lo, hi)
+        if got is None and markers == 0:
+            got = Spot(0, src.n, ch.lines, "whole", "no marker and nothing matches: the update is the file")
+        if got is None:
+            refuse_dropping(src, ch, lo, hi, names, k == len(chunks) - 1, guard)
+            raise ValueError(f"chunk {k + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, "
+                             f"starting {ch.lines[0].strip()[:60]!r}) cannot be placed: none of its lines match the "
+                             "original between its neighbours and it defines nothing new")
+        spots[k] = got
+    placed = [s for s in spots if s is not None]
+    if placed[-1].b == src.n and not chunks[-1].marker_after:  # the update ends the file: its last newline too
+        final = ufinal
+    return _Plan(src, chunks, placed, eol, final, nfe)
+
+
+def _render(plan: _Plan, upto: int | None = None) -> tuple[str, tuple[tuple[int, str], ...]]:
+    """The merged text with the first ``upto`` chunks placed (all by default), and its segments."""
+    src, eol = plan.src, plan.eol
+    segs: list[tuple[int, list[str]]] = []
+    pos = 0
+    for k, s in enumerate(plan.spots[:upto]):
+        segs.append((-1, src.lines[pos : s.a]))
+        segs.append((k, s.lines))
+        pos = s.b
+    segs.append((-1, src.lines[pos:]))
+    total = sum(len(rows) for _, rows in segs)
+    out: list[tuple[int, str]] = []
+    seen = 0
+    for k, rows in segs:
+        if not rows:
+            continue
+        seen += len(rows)
+        piece = eol.join(rows) + (eol if seen < total or plan.final else "")
+        out.append((k, piece))
+    return "".join(p for _, p in out), tuple(out)
+
+
+def _placements(plan: _Plan) -> tuple[Placement, ...]:
+    return tuple(Placement(k, s.kind, s.a, s.b, ch.start, ch.start + len(ch.lines), s.note)
+                 for k, (ch, s) in enumerate(zip(plan.chunks, plan.spots, strict=True)))
+
+
+def merge(original: str, update: str, language: str = "python", choose: Chooser | None = None) -> ApplyResult:
+    """Merge ``update`` (a snippet with ``... existing code ...`` markers) into ``original`` (the package doc
+    says how). ``language``: a grammar name or LSP id, or ``auto`` (``guess_language``). ``choose`` picks among
+    the candidate places of an ambiguous chunk that rank the same (default: the first).
+    Raises ValueError: a text over ``MAX_DOCUMENT_CHARS`` or not valid Unicode, an update of markers only, a
+    chunk that cannot be placed."""
+    t0 = time.perf_counter()
+    plan = _plan(original, update, language, choose)
+    text, segments = _render(plan)
+    return ApplyResult(text, _placements(plan), (time.perf_counter() - t0) * 1e3, segments, plan.nfe)
+
+
+def stream(original: str, update: str, language: str = "python", choose: Chooser | None = None) -> Iterator[Pass]:
+    """``merge`` as the engine's streams go: a ``Pass`` per chunk, its text the file with that many chunks
+    placed (``masked``: chunks still to place); the last is final and its text is ``merge``'s."""
+    plan = _plan(original, update, language, choose)
+    total = len(plan.spots)
+    for k in range(1, total + 1):
+        text, _ = _render(plan, k)
+        yield Pass(k - 1, text, total - k, k == total, plan.nfe, 0, len(original), "complete" if k == total else "")
