@@ -1,0 +1,177 @@
+"""The :class:`Memory`: nested n-gram caches (document, open documents, workspace) over a background.
+
+The background models ship in ``models/<language>.npz`` and load on first use of a language.  The caches
+are count tables kept in step with the texts the editor reports; they are bounded by a byte budget,
+evicting the least recently reported workspace files and open documents first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from .draft import Draft, draft_tokens
+from .lexer import canonical_language
+from .ngram import DynamicNgrams, NgramCounts, StaticNgrams
+from .tiers import DocumentCounts
+
+__all__ = ["Memory", "MODELS_DIR"]
+
+MODELS_DIR = Path(__file__).with_name("models")
+# Rough resident size of one cached token: one dictionary entry per order plus the token list slot.
+_BYTES_PER_TOKEN_PER_ORDER = 90
+_SCRATCH = "\x00scratch"
+
+
+class Memory:
+    """Count-based memory of code, queried for left-to-right drafts at the cursor."""
+
+    def __init__(
+        self,
+        models_dir: str | Path | None = MODELS_DIR,
+        order: int = 4,
+        max_bytes: int = 256 << 20,
+        max_documents: int = 64,
+        order_weight: float = 1.0,
+    ) -> None:
+        self.models_dir = Path(models_dir) if models_dir is not None else None
+        self.order = order
+        self.max_bytes = max_bytes
+        self.max_documents = max_documents
+        self.order_weight = order_weight
+        self._background: dict[str, StaticNgrams | None] = {}
+        self._open: dict[str, DynamicNgrams] = {}
+        self._workspace: dict[str, DynamicNgrams] = {}
+        self._docs: OrderedDict[str, tuple[DocumentCounts, DynamicNgrams]] = OrderedDict()
+        self._files: OrderedDict[str, DocumentCounts] = OrderedDict()
+        self.load_seconds: dict[str, float] = {}
+
+    @classmethod
+    def load(cls, models_dir: str | Path | None = MODELS_DIR, **kwargs: object) -> Memory:
+        """A memory backed by the shipped background models (each loaded lazily, on first use)."""
+        return cls(models_dir, **kwargs)  # type: ignore[arg-type]
+
+    # -- tiers -------------------------------------------------------------------------------------
+    def background(self, language: str) -> StaticNgrams | None:
+        """The background model of ``language`` (loaded on first call), or ``None`` if none ships."""
+        lang = canonical_language(language)
+        if lang not in self._background:
+            model = None
+            path = self.models_dir / f"{lang}.npz" if self.models_dir is not None else None
+            if path is not None and path.is_file():
+                t0 = time.perf_counter()
+                model = StaticNgrams.load(path)
+                self.load_seconds[lang] = time.perf_counter() - t0
+            self._background[lang] = model
+        return self._background[lang]
+
+    def _order_for(self, lang: str) -> int:
+        bg = self.background(lang)
+        return bg.order if bg is not None else self.order
+
+    def _shared(self, table: dict[str, DynamicNgrams], lang: str) -> DynamicNgrams:
+        if lang not in table:
+            table[lang] = DynamicNgrams(self._order_for(lang))
+        return table[lang]
+
+    def observe(self, uri: str, text: str, language: str) -> None:
+        """Report an open document's current text (cheap when only a few lines changed)."""
+        lang = canonical_language(language)
+        entry = self._docs.get(uri)
+        if entry is not None and entry[0].language != lang:
+            self.close(uri)
+            entry = None
+        if entry is None:
+            own = DynamicNgrams(self._order_for(lang))
+            entry = (DocumentCounts(lang, [own, self._shared(self._open, lang)]), own)
+            self._docs[uri] = entry
+        self._docs.move_to_end(uri)
+        entry[0].set_text(text)
+        self._enforce_budget()
+
+    def close(self, uri: str) -> None:
+        """Forget an open document."""
+        entry = self._docs.pop(uri, None)
+        if entry is not None:
+            entry[0].clear()
+
+    def add_workspace(self, path: str, text: str, language: str) -> None:
+        """Report a workspace or installed-package file (replaces an earlier text of the same path)."""
+        lang = canonical_language(language)
+        doc = self._files.get(path)
+        if doc is not None and doc.language != lang:
+            doc.clear()
+            doc = None
+        if doc is None:
+            doc = DocumentCounts(lang, [self._shared(self._workspace, lang)])
+            self._files[path] = doc
+        self._files.move_to_end(path)
+        doc.set_text(text)
+        self._enforce_budget()
+
+    def remove_workspace(self, path: str) -> None:
+        """Forget a workspace file (deleted, or the workspace closed)."""
+        doc = self._files.pop(path, None)
+        if doc is not None:
+            doc.clear()
+
+    def workspace_paths(self) -> list[str]:
+        """The workspace files held, least recently reported first."""
+        return list(self._files)
+
+    def cache_bytes(self) -> int:
+        """Estimated bytes held by the caches."""
+        toks = sum(d.tokens.__len__() * 2 for d, _ in self._docs.values())  # own model + open tier
+        toks += sum(len(d.tokens) for d in self._files.values())
+        return toks * self.order * _BYTES_PER_TOKEN_PER_ORDER
+
+    def _enforce_budget(self) -> None:
+        while len(self._docs) > self.max_documents:
+            self.close(next(iter(self._docs)))
+        while self.cache_bytes() > self.max_bytes and (self._files or len(self._docs) > 1):
+            if self._files:
+                _, doc = self._files.popitem(last=False)
+                doc.clear()
+            else:
+                self.close(next(iter(self._docs)))
+
+    def tiers(self, language: str, uri: str | None) -> list[tuple[str, NgramCounts]]:
+        """The tiers to consult for a draft, most local first."""
+        lang = canonical_language(language)
+        out: list[tuple[str, NgramCounts]] = []
+        entry = self._docs.get(uri) if uri is not None else None
+        if entry is not None:
+            out.append(("document", entry[1]))
+        if lang in self._open and self._open[lang].n_tokens:
+            out.append(("open", self._open[lang]))
+        if lang in self._workspace and self._workspace[lang].n_tokens:
+            out.append(("workspace", self._workspace[lang]))
+        bg = self.background(lang)
+        if bg is not None:
+            out.append(("background", bg))
+        return out
+
+    # -- drafting ----------------------------------------------------------------------------------
+    def draft(
+        self,
+        prefix: str,
+        suffix: str,
+        language: str,
+        uri: str | None = None,
+        max_tokens: int = 24,
+        min_prob: float = 0.5,
+    ) -> Draft | None:
+        """Draft the rest of the line at the cursor; ``None`` when nothing is confident enough.
+
+        Without a ``uri`` (or for a document never observed) the text around the cursor is taken as the
+        document, cached incrementally in a scratch slot so repeated calls stay cheap.
+        """
+        if uri is None or uri not in self._docs:
+            # The cursor's own line is left out so a half-typed word does not count as evidence for itself.
+            uri = _SCRATCH
+            head = prefix[: prefix.rfind("\n") + 1]
+            nl = suffix.find("\n")
+            self.observe(uri, head + (suffix[nl + 1 :] if nl >= 0 else ""), language)
+        return draft_tokens(self.tiers(language, uri), prefix, suffix, language, max_tokens=max_tokens,
+                            min_prob=min_prob, order_weight=self.order_weight)
