@@ -37,7 +37,7 @@ def test_infill_stream_prints_passes() -> None:
 
 def test_help_and_usage_errors_do_not_import_torch() -> None:
     """Every subcommand's flags are built, and a bad value rejected, before torch (or pygls, or FastAPI) loads."""
-    code = ("import sys\nfrom edit_engine import cli\ncli.build_parser()\n"
+    code = ("import sys\nfrom edit_engine.cli import main as cli\ncli.build_parser()\n"
             "try:\n    cli.main(['infill', 'x.py', '--line', '1', '--col', '1', '--pad-threshold', '9'])\n"
             "except SystemExit as e:\n    assert e.code == 2, e.code\n"
             "heavy = sorted(m for m in ('torch', 'pygls', 'fastapi', 'lsprotocol') if m in sys.modules)\n"

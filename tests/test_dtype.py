@@ -224,7 +224,7 @@ def test_the_forced_flags_reach_a_child_process(cpu_profile: Any) -> None:
     import sys
 
     cpu_profile("avx512_bf16")
-    code = "from edit_engine import dtypes; print(dtypes.serving_dtype('auto'))"
+    code = "from edit_engine.model import dtypes; print(dtypes.serving_dtype('auto'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "torch.bfloat16"
 

@@ -276,7 +276,7 @@ def test_cli_infill_json(llama_dirs: Any, tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(
         [sys.executable, "-m", "edit_engine.cli.main", "infill", str(src), "--line", "4", "--col", "12", "--model",
-         str(llama_dirs[1]), "--max-tokens", "6", "--json"],
+         str(llama_dirs[1]), "--max-tokens", "6", "--json", "--no-memory"],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)

@@ -45,6 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--mode", choices=("insert", "rewrite"), default="insert",
                    help="rewrite: refine the selected text instead of filling it from scratch")
     p.add_argument("--no-repair", action="store_true", help="skip re-masking fills that do not parse")
+    p.add_argument("--no-memory", action="store_true",
+                   help="the model and copies only: no drafts from the memory of code")
     p.set_defaults(handler=run)
 
 
@@ -73,7 +75,7 @@ def run(a: argparse.Namespace) -> int:
             selection = (offset, end)
     except ValueError as e:
         raise UserError(str(e)) from e
-    engine = Engine.load(a.model, dtype=a.dtype)
+    engine = Engine.load(a.model, dtype=a.dtype, memory=not a.no_memory)
     overrides = sampler_overrides(a, (*SAMPLER_FLAGS, "temperature"))
     lang = a.language or language_for_path(path)
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,

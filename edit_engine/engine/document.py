@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from edit_engine.decoding.sampler import SamplerConfig
-from edit_engine.engine import analysis, proposals
+from edit_engine.engine import analysis, drafts, proposals
 from edit_engine.engine.results import unheal
 from edit_engine.engine.runtime import Runtime
 from edit_engine.syntax import planner, postprocess, repair
@@ -33,9 +33,10 @@ class Answer:
     model was not trained on and no copy found). ``nfe``: the forward passes planning spent on it."""
 
     text: str
-    source: str  # copy | none
+    source: str  # copy | memory | none
     reason: str = ""
     nfe: int = 0
+    score: float = 0.0  # the source's own score: a copy's context match, a draft's probability
 
 
 @dataclass(frozen=True)
@@ -183,27 +184,35 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
     if mode == "insert" and pl.start == pl.end == offset and selection is None:
         kept = rt.typed_through(uri, text, offset)
         if kept is not None:  # the user typed the start of the last fill: the rest of it still holds
-            return dataclasses.replace(dp, answer=Answer(kept[0], kept[1]))
+            return dataclasses.replace(dp, answer=Answer(kept[0], kept[1], TYPED_THROUGH))
     if mode == "insert" and pl.code:
         dp = settle(rt, dp, language, related or ())
+    elif mode == "insert":  # a comment or a string: only a draft from the memory of code, where it is likely
+        dp = dataclasses.replace(dp, answer=_drafted(rt, dp, language, related or (), dp.timings))
     return dp
 
 
+TYPED_THROUGH = "typed through"  # the reason of an answer kept from the last one: the typing agrees with it
 UNTRAINED_MIN_MATCH = 24  # a language the model does not know: a copy needs this much context match (characters)
 
 
 def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tuple[str, ...]) -> DocumentPlan:
-    """Settle an insert request while planning when a copy proposal holds (``proposals``): the model verifies
-    the best candidates in one batched pass and the first it accepts is the answer. In a language the model was
-    not trained on (``Runtime.languages``) the model is not asked: the best-matching copy is the answer, or no
-    fill with the reason. Otherwise the plan is returned as it was, to be denoised."""
+    """Settle an insert request while planning: a draft from the memory of code that passes its policy is the
+    answer (``drafts``: on real code it is right far more often than a copy or the model's own text); else a
+    copy proposal (``proposals``) the model verifies in one batched pass. In a language the model was not
+    trained on (``Runtime.languages``) the model is not asked: the best-matching copy is the answer, or no fill
+    with the reason. Otherwise the plan is returned as it was, to be denoised."""
     t0 = time.perf_counter()
+    drafted = _drafted(rt, dp, language, related, dp.timings)
+    if drafted is not None:
+        return dataclasses.replace(dp, answer=drafted)
     cands = proposals.candidates(dp.text, dp.plan, related, doc=dp.doc)
     timings = {**dp.timings, "propose": (time.perf_counter() - t0) * 1e3}
     if not rt.knows(language):
         top = cands[0] if cands and cands[0].score >= UNTRAINED_MIN_MATCH else None
-        settled = Answer(top.text, "copy") if top is not None and _parses(dp, top.text) else Answer(
-            "", "none", f"the model was not trained on {language} and no copy of the surrounding code was found")
+        settled = Answer(top.text, "copy", score=top.score) if top is not None and _parses(dp, top.text) else \
+            Answer("", "none", f"the model was not trained on {language}, and neither a copy of the surrounding "
+                   "code nor a draft from the memory of code was likely enough")
         return dataclasses.replace(dp, answer=settled, timings=timings)
     cands = [c for c in cands if c.score >= proposals.ACCEPT.match]
     if not cands or not rt.canvas:
@@ -235,8 +244,29 @@ def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tu
     verdicts = [proposals.Verdict(c, m, w, len(ids)) for (c, ids), (m, w) in zip(rows, scores, strict=True)]
     nfe = dp.nfe + 1
     best = next((v for v in verdicts if v.accepted), None)  # the best context match the model does not veto
-    answer = Answer(best.candidate.text, "copy", nfe=nfe) if best is not None else None
+    answer = Answer(best.candidate.text, "copy", nfe=nfe, score=best.candidate.score) if best is not None else None
     return dataclasses.replace(dp, answer=answer, nfe=nfe, timings=timings, ids=(p_ids, s_ids))
+
+
+def _drafted(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tuple[str, ...],
+             timings: dict[str, float]) -> Answer | None:
+    """The memory's draft at the cursor as the answer (``drafts``), when the engine has a memory, the draft
+    passes its policy and the document parses with it; else None."""
+    if rt.memory is None or dp.plan.start != dp.plan.end:
+        return None
+    t0 = time.perf_counter()
+    d = drafts.draft_at(rt.memory, dp.text, dp.plan.start, language, dp.uri, related, rt.draft_policy)
+    timings["draft"] = (time.perf_counter() - t0) * 1e3
+    if d is None or not _viable(dp, d.text):
+        return None
+    return Answer(d.text, "memory", nfe=dp.nfe, score=d.score)
+
+
+def _viable(dp: DocumentPlan, text: str) -> bool:
+    """Whether ``text`` at the cursor can still become code that parses: as it is, or ended by a name and the
+    brackets and quotes it leaves open (a draft may stop after ``code=`` or inside a call)."""
+    close = drafts.closers(text)
+    return any(_parses(dp, text + tail + close) for tail in ("", "_"))
 
 
 def _analysed_words(rt: Runtime, text: str, offset: int, language: str, uri: str | None,

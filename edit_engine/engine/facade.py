@@ -37,11 +37,13 @@ from edit_engine.edits import next_edit as next_edits
 from edit_engine.edits.apply import ApplyResult
 from edit_engine.edits.edit_model import EditModel
 from edit_engine.edits.next_edit import NextEdit
-from edit_engine.engine import rounds
+from edit_engine.engine import drafts, lifecycle, rounds
 from edit_engine.engine.contexts import ContextCacheConfig, ContextStore
 from edit_engine.engine.document import DocumentPlan, plan_document
+from edit_engine.engine.gate import ShowGate
 from edit_engine.engine.results import Completion, InfillResult, Pass, decode_preview, unheal
 from edit_engine.engine.runtime import Runtime, check_text
+from edit_engine.memory import Memory
 from edit_engine.model import checkpoint
 from edit_engine.model.interfaces import CanvasModel, TextTokenizer
 from edit_engine.syntax import trees as syntax
@@ -65,19 +67,21 @@ class Engine:
     def __init__(self, model: CanvasModel, tokenizer: TextTokenizer, sampler: SamplerConfig | None = None,
                  path: Path | None = None, record: dict[str, Any] | None = None,
                  context_cache: ContextCacheConfig | None = None, analysis: bool = False, analysis_ms: float = 10.0,
-                 edits: EditModel | None = None) -> None:
+                 edits: EditModel | None = None, memory: Memory | None = None) -> None:
         self.rt = Runtime(model, tokenizer, sampler, path, record, context_cache, analysis, analysis_ms)
+        self.rt.memory = memory  # drafts from a memory of code (``drafts``); ``Engine.load`` gives the shipped one
         self.edits = edits or EditModel()  # the model that writes next edits (``edit_model.py``)
 
     @classmethod
     def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
              sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None,
              dtype: torch.dtype | str | None = None, analysis: bool = False, analysis_ms: float = 10.0,
-             edit_model: str | Path | None | bool = None) -> Engine:
+             edit_model: str | Path | None | bool = None, memory: bool | Memory = True) -> Engine:
         """Load a checkpoint directory (default: the model packaged with edit-engine). ``dtype`` (a dtype or its
         name, ``dtypes.DTYPES``, or ``auto``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else the
         checkpoint family's (``auto`` for ours: ``dtypes.auto_dtype``; bf16 for open models on CUDA). ``analysis``: the novel-name penalty spares
-        the names jedi knows at the cursor (``engine/analysis.py``, Python), waiting ``analysis_ms`` per fill."""
+        the names jedi knows at the cursor (``engine/analysis.py``, Python), waiting ``analysis_ms`` per fill.
+        ``memory``: the memory of code whose drafts may answer (the shipped one; False: none)."""
         if threads:
             torch.set_num_threads(threads)
         ck = checkpoint.load(path, device=device or "cpu", dtype=dtype)
@@ -86,8 +90,11 @@ class Engine:
                 sampler = SamplerConfig.for_checkpoint(ck.path)
             except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
                 raise checkpoint.CheckpointError(f"{ck.path}/sampler.json: {e}") from e
-        return cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache, analysis, analysis_ms,
-                   EditModel.for_load(edit_model, path, dtype, device or "cpu"))
+        engine = cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache, analysis, analysis_ms,
+                     EditModel.for_load(edit_model, path, dtype, device or "cpu"),
+                     Memory.load() if memory is True else memory or None)
+        engine.rt.gate = ShowGate.load()  # the fitted show gate (``gate``); an engine made directly shows all
+        return engine
 
     # ------------------------------------------------------------------ what is loaded
     @property
@@ -232,39 +239,48 @@ class Engine:
     def stream_complete(self, text: str, offset: int, language: str = "python",
                         selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
                         should_stop: Callable[[], bool] | None = None, mode: str = "insert", repair: bool | int = True,
-                        uri: str | None = None, related: list[str] | None = None, **overrides: Any) -> Iterator[Pass]:
+                        uri: str | None = None, related: list[str] | None = None, show_threshold: float | None = None,
+                        **overrides: Any) -> Iterator[Pass]:
         """Plan the span at ``offset`` (or rewrite ``selection``) and yield every pass as an edit.
 
         ``mode="rewrite"`` (with a selection) starts from the selection's tokens and re-denoises the least likely
         ones. ``repair`` re-masks what a fill broke in the parse and runs more passes (streamed too); a number caps
         the rounds (0: the fill cut to its longest prefix that parses). ``uri`` keeps the document's syntax tree
-        between requests. ``related``: other files' text, searched for copies."""
+        between requests. ``related``: other files' text, searched for copies. ``show_threshold``: the final
+        answer is replaced by none (with the reason) when the show gate estimates it less likely to be accepted
+        (``gate``; None: the engine's ``show_threshold``, 0: show every answer)."""
         for p, (_, t) in self._document(text, offset, language, selection, max_tokens, seed, should_stop,
-                                        overrides, mode, repair, uri, related):
+                                        overrides, mode, repair, uri, related, show_threshold=show_threshold):
             yield replace(p, timings=t) if p.final else p
 
     def complete(self, text: str, offset: int, language: str = "python",
                  selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
                  mode: str = "insert", repair: bool | int = True, uri: str | None = None,
-                 related: list[str] | None = None, **overrides: Any) -> Completion:
-        """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]``."""
+                 related: list[str] | None = None, show_threshold: float | None = None,
+                 **overrides: Any) -> Completion:
+        """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]`` (``stream_complete``
+        documents the arguments)."""
         last = deque(self._document(text, offset, language, selection, max_tokens, seed, None, overrides, mode,
-                                    repair, uri, related, stream=False), maxlen=1)
+                                    repair, uri, related, stream=False, show_threshold=show_threshold), maxlen=1)
         p, (kind, t) = last[0]
         return Completion(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason, self.rt.count_tokens(p.text), t,
-                          p.start, p.end, kind, p.source, p.reason)
+                          p.start, p.end, kind, p.source, p.reason, p.score, p.estimate)
 
     def _document(self, text: str, offset: int, language: str, selection: tuple[int, int] | None,
                   max_tokens: int | None, seed: int, should_stop: Callable[[], bool] | None,
                   overrides: dict[str, Any], mode: str, do_repair: bool | int, uri: str | None,
-                  related: list[str] | None = None, stream: bool = True) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
+                  related: list[str] | None = None, stream: bool = True,
+                  show_threshold: float | None = None) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
         """Plan, denoise, post-process, check and repair; yields every pass with (span kind, timings so far).
-        ``stream=False``: only the passes that end a round (the caller wants the last one)."""
+        ``stream=False``: only the passes that end a round (the caller wants the last one). The final pass goes
+        through the show gate (``show_threshold``)."""
         t0 = time.perf_counter()
         dp = self.plan_document(text, offset, language, selection, max_tokens, mode, do_repair, uri, related,
                                 **overrides)
         timings = {**dp.timings, "repair": 0.0}
         for p in rounds.document_passes(self.rt, dp, seed, should_stop, timings, stream):
+            if p.final and mode == "insert":
+                p = self.rt.gated(p, dp, show_threshold)
             timings["total"] = (time.perf_counter() - t0) * 1e3
             yield p, (dp.plan.kind, dict(timings))
 
@@ -320,40 +336,20 @@ class Engine:
 
     # ------------------------------------------------------------------ lifecycle
     def warm_up(self) -> float:
-        """Run a few small fills (planner, sampler, every canvas size up to 64, repair check) so that the first
-        user request does not pay for lazy initialisation (allocator, kernels, tree-sitter, thread pools).
-        Returns the milliseconds it took. Front ends call it at start-up."""
-        t = time.perf_counter()
-        doc = "def add(a, b):\n    return a + b\n\n\nresult = add(1, \n"
-        for n in (8, 16, 32, 64):
-            self.infill(doc[:-2], "\n", max_tokens=n, initial_canvas=min(16, n), min_tokens=n)
-        self.complete(doc, len(doc) - 2, language="python", max_tokens=16)
-        return (time.perf_counter() - t) * 1e3
+        """Run a few small fills so that the first user request does not pay for lazy initialisation; returns
+        the milliseconds it took (``lifecycle.warm_up``). Front ends call it at start-up."""
+        return lifecycle.warm_up(self)
 
     def compile(self) -> float:
-        """``torch.compile`` the per-pass step (``DiffusionLM.canvas_hidden``) with dynamic shapes, then warm it
-        up with one row and with two (the batched server): other contexts, canvases and batches do not recompile. Returns the seconds it took (about 30 s on a 2-core CPU; the pass is
-        about 1.4x faster, docs/bench.md). Results match the eager pass to float rounding, not bit for bit.
-        Raises RuntimeError (and keeps the eager step) when compiling fails, e.g. without a C++ compiler."""
-        if not self.batchable:
-            raise RuntimeError("compile: only edit-engine diffusion checkpoints have a compiled pass")
-        model = self.model
-        eager = model.canvas_hidden
-        t = time.perf_counter()
-        model.canvas_hidden = torch.compile(eager, dynamic=True)
-        try:
-            self.warm_up()
-            # A batch of one is compiled as a constant: run two rows too, so that the server's first batched
-            # pass does not stop every client for a recompile.
-            tok = self.tokenizer
-            two = model.encode_context([tok.encode("x = 1\n"), tok.encode("def f(a):\n    ")],
-                                       [tok.encode("\n"), tok.encode("\nprint(f)\n")], 16)
-            for c in (8, 16):
-                model.canvas_hidden(torch.full((2, c), tok.mask_id, device=model.device), two)
-        except Exception as e:  # the compiler runs lazily, at the first call
-            model.canvas_hidden = eager
-            raise RuntimeError(f"torch.compile failed ({type(e).__name__}: {e}); running eager") from e
-        return time.perf_counter() - t
+        """``torch.compile`` the per-pass step and warm it up (``lifecycle.compile_pass``); returns the seconds it
+        took. Raises RuntimeError (and keeps the eager step) when compiling fails."""
+        return lifecycle.compile_pass(self)
+
+    def set_workspace(self, files: list[tuple[str, str]], language: str) -> None:
+        """The user's workspace files of ``language`` ((path, text)), for the memory of code's workspace tier
+        (``drafts.set_workspace``); nothing without a memory."""
+        if self.rt.memory is not None:
+            drafts.set_workspace(self.rt.memory, files, language)
 
     def close_document(self, uri: str) -> None:
         """Forget what is cached for ``uri``: its syntax tree and its encoded context (an editor closed it)."""

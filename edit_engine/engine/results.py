@@ -71,6 +71,8 @@ class Pass:
     reason: str = ""  # on the final pass of no fill: why (``Completion.reason``)
     # On the final pass of a document request: milliseconds per stage (``Completion.timings``), else empty.
     timings: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0  # on the final pass: the source's own score (a draft's probability, a copy's match)
+    estimate: float | None = None  # on the final pass: the show gate's estimate that it is accepted (``gate``)
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,11 @@ class Completion(InfillResult):
     start: int = 0  # character offsets: ``text`` replaces document[start:end]
     end: int = 0
     kind: str = ""  # the planner's span kind
-    source: str = "model"  # who wrote the fill: model | copy (a verified copy proposal) | none (no fill given)
+    source: str = "model"  # who wrote the fill: model | copy (a verified copy proposal) | memory (a draft from the
+    # memory of code) | none (no fill given)
     reason: str = ""  # why there is no fill (source "none"), e.g. a language the model was not trained on
+    score: float = 0.0  # the source's own score (``Pass.score``)
+    estimate: float | None = None  # the show gate's estimate that it is accepted (None: not gated)
 
     def to_json(self, document: str) -> dict[str, Any]:
         sl, sc = positions.line_col_of_offset(document, self.start)
@@ -101,6 +106,7 @@ class Completion(InfillResult):
             "kind": self.kind, "passes": self.passes, "nfe": self.nfe, "elapsed_ms": round(self.elapsed_ms, 2),
             "stop_reason": self.stop_reason, "tokens": self.tokens, "source": self.source,
             **({"reason": self.reason} if self.reason else {}),
+            **({"estimate": round(self.estimate, 3)} if self.estimate is not None else {}),
             "timings": {k: round(v, 2) for k, v in self.timings.items()},
         }
 

@@ -51,7 +51,8 @@ def document_passes(rt: Runtime, dp: DocumentPlan, seed: int, should_stop: Calla
         a = dp.answer
         if dp.start == dp.end:
             rt.remember(dp.uri, dp.text, dp.start, a.text, a.source)
-        yield Pass(0, a.text, 0, True, a.nfe, dp.start, dp.end, "complete", source=a.source, reason=a.reason)
+        yield Pass(0, a.text, 0, True, a.nfe, dp.start, dp.end, "complete", source=a.source, reason=a.reason,
+                   score=a.score)
         return
     cfg = dp.cfg
     t2 = time.perf_counter()

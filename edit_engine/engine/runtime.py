@@ -3,6 +3,7 @@ the vocabulary tables, the per-document stores (encoded contexts, syntax trees) 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -14,8 +15,11 @@ import torch
 from edit_engine.decoding.sampler import SamplerConfig
 from edit_engine.engine import decoders
 from edit_engine.engine.contexts import ContextCacheConfig, ContextStore, context_ids, doc_key
-from edit_engine.engine.results import MAX_DOCUMENT_CHARS
+from edit_engine.engine.drafts import DraftPolicy
+from edit_engine.engine.gate import ShowGate
+from edit_engine.engine.results import MAX_DOCUMENT_CHARS, Pass
 from edit_engine.engine.vocab import TokenTables
+from edit_engine.memory import Memory
 from edit_engine.model.interfaces import CanvasModel, TextTokenizer
 from edit_engine.syntax import trees as syntax
 
@@ -56,6 +60,24 @@ class Runtime:
         self.tables = TokenTables(model, tokenizer)
         self.decoder = decoders.for_model(model, tokenizer, self.contexts, self.tables)
         self.syntax = syntax.SyntaxCache()
+        # The memory of code whose drafts may answer an insert request (``drafts``); None: the model and
+        # copies only (``Engine(memory=...)``).
+        self.memory: Memory | None = None
+        self.draft_policy = DraftPolicy()
+        self.gate = ShowGate()  # shows everything until ``Engine.load`` sets the fitted one (``gate``)
+
+    def gated(self, p: Pass, dp: Any, threshold: float | None) -> Pass:
+        """The final pass ``p`` of an insert request as shown: itself, or no text with the reason when the show
+        gate estimates it less likely to be accepted than ``threshold`` (None: the gate's own)."""
+        if not p.text or p.source == "none" or p.reason == "typed through":  # typing agreed with it so far
+            return p
+        before = dp.text[: p.start]
+        shown, est = self.gate.shows(p.text, p.source, p.score, before[before.rfind("\n") + 1 :], threshold)
+        if shown:
+            return dataclasses.replace(p, score=p.score, estimate=est)
+        self.forget(dp.uri)
+        why = f"not shown: {est:.0%} likely to be accepted, below the show threshold"
+        return dataclasses.replace(p, text="", source="none", reason=why, estimate=est)
 
     @property
     def canvas(self) -> bool:
@@ -85,6 +107,12 @@ class Runtime:
             self._recent.move_to_end(uri)
             while len(self._recent) > RECENT_DOCUMENTS:
                 self._recent.popitem(last=False)
+
+    def forget(self, uri: str | None) -> None:
+        """Drop a document's last insertion (it was not shown)."""
+        if uri:
+            with self._recent_lock:
+                self._recent.pop(uri, None)
 
     def typed_through(self, uri: str | None, text: str, offset: int) -> tuple[str, str] | None:
         """(the rest of the last fill, its source) when ``text`` is the document of the last insertion at ``uri``

@@ -16,8 +16,12 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
+
+_C = TypeVar("_C")
 
 HUMANEVAL_FILES = {
     "humaneval-single": "HumanEval-SingleLineInfilling.jsonl.gz",
@@ -35,7 +39,11 @@ NEXT_EDIT_BENCHMARKS = ("next-edit", "next-edit-history", "next-edit-releases")
 # Fills at the cursor on files of PyPI packages no checkpoint trained on (real_code.py; built by
 # benchmarks/real_code_set.py).
 REAL_CODE_BENCHMARKS = ("real-code",)
-BENCHMARKS = (*HUMANEVAL_FILES, SANTACODER, *APPLY_BENCHMARKS, *NEXT_EDIT_BENCHMARKS, *REAL_CODE_BENCHMARKS)
+# What a person feels while typing: real code written top to bottom, suggestions accepted only where exactly
+# right (typing_replay.py; built by benchmarks/typing_set.py).
+TYPING_BENCHMARKS = ("typing",)
+BENCHMARKS = (*HUMANEVAL_FILES, SANTACODER, *APPLY_BENCHMARKS, *NEXT_EDIT_BENCHMARKS, *REAL_CODE_BENCHMARKS,
+              *TYPING_BENCHMARKS)
 # Our language ids -> the benchmark's ``language`` field.
 SANTACODER_LANGUAGES = {"python": "py", "javascript": "js", "java": "java"}
 DATA_ENV = "EDIT_ENGINE_BENCHMARKS"
@@ -103,6 +111,22 @@ def _read_jsonl_gz(path: Path) -> list[dict[str, object]]:
         raise BenchmarkError(f"benchmark file {str(path)!r} is missing")
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def read_jsonl_cases(path: Path, make: Callable[[dict[str, Any]], _C], limit: int | None = None) -> list[_C]:
+    """The cases ``make`` builds from the first ``limit`` records of a JSON-lines file (gzipped when its name
+    ends in ``.gz``), in file order. A set that holds no case is a ``BenchmarkError``."""
+    out: list[_C] = []
+    with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            out.append(make(json.loads(line)))
+            if limit is not None and len(out) >= limit:
+                break
+    if not out:
+        raise BenchmarkError(f"{str(path)!r} holds no cases")
+    return out
 
 
 def load(name: str, data: str | Path | None = None, language: str = "python",

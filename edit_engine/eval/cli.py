@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edit_engine.cli.args import UserError, add_dtype_arg, add_sampler_args, sampler_overrides
 from edit_engine.eval.benchmarks import (
@@ -30,10 +30,11 @@ from edit_engine.eval.benchmarks import (
     NEXT_EDIT_BENCHMARKS,
     REAL_CODE_BENCHMARKS,
     SANTACODER_LANGUAGES,
+    TYPING_BENCHMARKS,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sized
 
     from edit_engine.eval.benchmarks import Task
     from edit_engine.eval.harness import Filler, Report, TaskResult
@@ -50,8 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     what.add_argument("--benchmark", choices=BENCHMARKS, help="benchmark to run")
     what.add_argument("--context-gap", action="store_true",
                       help="hole-token loss with real vs shuffled context on held-out corpus files")
-    p.add_argument("--language", default="python", choices=tuple(SANTACODER_LANGUAGES),
-                   help="santacoder-fim language (HumanEval is Python only)")
+    p.add_argument("--language", default="python", choices=(*SANTACODER_LANGUAGES, *TYPING_LANGUAGES),
+                   help="santacoder-fim language (HumanEval is Python only); typing: one language or all")
     p.add_argument("--data", help="benchmark directory (default: ../shared/benchmarks beside the repository; "
                                   "next-edit-releases: the set benchmarks/release_edits.py built, default "
                                   "runs/release_edits)")
@@ -73,12 +74,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="fill through the editor's path (Engine.complete: planner, post-processing, parse check "
                    "and repair rounds) instead of the bare model (Engine.infill)")
     p.add_argument("--no-repair", action="store_true", help="with --document: no repair rounds")
-    p.add_argument("--fill", choices=("engine", "patterns", "rename-baseline", "copy-baseline", "empty"),
+    p.add_argument("--fill", choices=("engine", "patterns", "rename-baseline", "copy-baseline", "empty", "memory",
+                                      "lsp", "none"),
                    default="engine",
                    help="next-edit: the engine (patterns, then the model), its patterns alone (patterns), or the "
                         "model-free baseline (rename-baseline: every word the history replaced one-for-one, "
                         "replaced in the region); real-code: the engine's Engine.complete, the model-free "
-                        "copy-baseline (the span whose surroundings best match the hole's), or empty")
+                        "copy-baseline (the span whose surroundings best match the hole's), or empty; typing: the "
+                        "engine, the memory of code alone, the language server, or none")
     p.add_argument("--split", choices=("dev", "test"),
                    help="real-code: the cases of this split (default test; dev is the one to tune on)")
     p.add_argument("--no-related", action="store_true",
@@ -99,8 +102,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="editor's path and real-code: the novel-name penalty spares the names jedi knows at the cursor")
     p.add_argument("--analysis-ms", type=float, default=10.0,
                    help="with --analysis: how long each fill waits for jedi (default 10)")
+    typing = p.add_argument_group("typing", "the typing replay (--benchmark typing; --out writes its report)")
+    typing.add_argument("--modes", default="whole,line,word", help="accept modes to replay (comma-separated)")
+    typing.add_argument("--no-memory", action="store_true", help="the engine without its memory of code")
+    typing.add_argument("--no-workspace", action="store_true", help="no workspace (the case's package) for the memory")
+    typing.add_argument("--show-threshold", type=float, help="the engine's show threshold (0: show every answer)")
+    typing.add_argument("--draft", metavar="MIN_PROB,MIN_SCORE", help="the memory's draft policy")
+    typing.add_argument("--record", metavar="PATH", help="every shown suggestion of the line mode (gate_fit's input)")
+    typing.add_argument("--no-cache", action="store_true", help="ask again in each mode")
     p.add_argument("--plot", metavar="DIR",
                    help="also write PNG plots to DIR: eval_score.png, eval_latency.png (needs matplotlib)")
+
+
+TYPING_LANGUAGES = ("typescript", "go", "rust", "all")  # besides SANTACODER_LANGUAGES' python, javascript
+
+
+def _typing(a: argparse.Namespace) -> int:
+    """``--benchmark typing``: the typing replay (``typing_replay``) with this command's flags."""
+    from edit_engine.eval import typing_replay
+
+    if a.language == "java":
+        raise UserError("--benchmark typing: --language python, javascript, typescript, go, rust or all")
+    fill = "engine" if a.fill in (None, "engine") else a.fill
+    if fill not in ("engine", "memory", "lsp", "none"):
+        raise UserError(f"--benchmark typing: --fill engine, memory, lsp or none, not {a.fill}")
+    args = argparse.Namespace(
+        data=a.data or "runs/typing", split=a.split or "dev", language=a.language,
+        limit=a.limit if a.limit is not None else typing_replay.DEFAULT_LIMIT, fill=fill, model=a.model,
+        threads=a.threads or None, modes=a.modes, no_cache=a.no_cache, json=a.out, no_memory=a.no_memory,
+        no_workspace=a.no_workspace, show_threshold=a.show_threshold, draft=a.draft, record=a.record)
+    return typing_replay.run_from_args(args)
 
 
 def _eval(a: argparse.Namespace) -> int:
@@ -117,10 +148,14 @@ def _eval(a: argparse.Namespace) -> int:
         return _next_edit(a)
     if a.benchmark in REAL_CODE_BENCHMARKS:
         return _real_code(a)
+    if a.benchmark in TYPING_BENCHMARKS:
+        return _typing(a)
     if a.split is not None or a.no_related:
         raise UserError("--split and --no-related go with --benchmark real-code")
-    if a.plot:
-        _require_plots()
+    if a.plot:  # a one-line error now, before the run, when matplotlib is missing
+        from edit_engine.cli.plots import require
+
+        require(UserError)
     from edit_engine.eval.benchmarks import BenchmarkError, load
 
     _check_fill_args(a)
@@ -154,26 +189,14 @@ def _apply(a: argparse.Namespace) -> int:
     from edit_engine.engine import Engine
     from edit_engine.eval.apply_set import next_edit_cases, report, run, synthetic_cases, table
     from edit_engine.eval.benchmarks import BenchmarkError
-    from edit_engine.train.progress import Progress
 
     try:
         cases = next_edit_cases(a.data, a.limit) if a.benchmark == "apply" else synthetic_cases(limit=a.limit)
     except BenchmarkError as e:
         raise UserError(str(e)) from e
     engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype)
-    bar = None if a.no_progress else Progress(len(cases), a.benchmark, "case")
-    tick = _counter(bar)
-
-    outcomes = run(cases, engine.apply, on_result=tick)
-    if bar is not None:
-        bar.close()
-    rep = {**report(a.benchmark, outcomes), "model": str(engine.path or "")}
-    if a.out:
-        with open(a.out, "w", encoding="utf-8") as f:
-            json.dump(rep, f, indent=1)
-    summary = {k: v for k, v in rep.items() if k != "results"}
-    print(json.dumps(summary) if a.json else table(summary))
-    return 0
+    outcomes = _run_cases(a, a.benchmark, cases, lambda tick: run(cases, engine.apply, on_result=tick))
+    return _write_report(a, {**report(a.benchmark, outcomes), "model": str(engine.path or "")}, table)
 
 
 def _next_edit(a: argparse.Namespace) -> int:
@@ -193,7 +216,6 @@ def _next_edit(a: argparse.Namespace) -> int:
         table,
     )
     from edit_engine.eval.release_edits import load_cases as release_cases
-    from edit_engine.train.progress import Progress
 
     if a.fill not in FILLS:
         raise UserError(f"--fill {a.fill} does not go with next-edit; choose from {', '.join(FILLS)}")
@@ -219,19 +241,8 @@ def _next_edit(a: argparse.Namespace) -> int:
         fill, model = engine_filler(engine, use_model=a.fill == "engine"), str(engine.path or "")
         if a.fill == "engine" and engine.edits.path is not None:
             model += f" (edits: {engine.edits.path})"
-    bar = None if a.no_progress else Progress(len(cases), "next-edit", "case")
-    tick = _counter(bar)
-
-    outcomes = run(cases, fill, on_result=tick)
-    if bar is not None:
-        bar.close()
-    rep = {**report(a.benchmark, a.fill, outcomes), "model": model}
-    if a.out:
-        with open(a.out, "w", encoding="utf-8") as f:
-            json.dump(rep, f, indent=1)
-    summary = {k: v for k, v in rep.items() if k != "results"}
-    print(json.dumps(summary) if a.json else table(summary))
-    return 0
+    outcomes = _run_cases(a, "next-edit", cases, lambda tick: run(cases, fill, on_result=tick))
+    return _write_report(a, {**report(a.benchmark, a.fill, outcomes), "model": model}, table)
 
 
 def _real_code(a: argparse.Namespace) -> int:
@@ -300,16 +311,6 @@ def _real_code(a: argparse.Namespace) -> int:
          **({"sampler_overrides": overrides} if overrides else {})}
     print(json.dumps(s) if a.json else table(s))
     return 0
-
-
-def _require_plots() -> None:
-    """``--plot``: a one-line error now, before the run, when matplotlib is missing."""
-    from edit_engine.cli.plots import PlotError, require
-
-    try:
-        require()
-    except PlotError as e:
-        raise UserError(str(e)) from e
 
 
 def _plot(out_dir: str, report: Report, tasks: list[Task], results: list[TaskResult]) -> None:
@@ -420,6 +421,30 @@ def _context_gap(a: argparse.Namespace) -> int:
         for k, v in r.items():
             print(f"{k:<{w}}  {v:.4f}" if isinstance(v, float) else f"{k:<{w}}  {v}")
     sys.stdout.flush()
+    return 0
+
+
+def _run_cases(a: argparse.Namespace, label: str, cases: Sized,
+               run: Callable[[Callable[[object], None]], list[Any]]) -> list[Any]:
+    """The outcomes of ``run(on_result)`` over ``cases``, with a progress bar on stderr (unless
+    ``--no-progress``) that moves one case on per result."""
+    from edit_engine.train.progress import Progress
+
+    bar = None if a.no_progress else Progress(len(cases), label, "case")
+    outcomes = run(_counter(bar))
+    if bar is not None:
+        bar.close()
+    return outcomes
+
+
+def _write_report(a: argparse.Namespace, rep: dict[str, Any], table: Callable[[dict[str, Any]], str]) -> int:
+    """Write the whole report to ``--out`` (JSON) and print its summary, the report without its per-case
+    results (``--json``: as JSON; else as ``table`` draws it)."""
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump(rep, f, indent=1)
+    summary = {k: v for k, v in rep.items() if k != "results"}
+    print(json.dumps(summary) if a.json else table(summary))
     return 0
 
 

@@ -80,6 +80,7 @@ class Fill:
     elapsed_ms: float
     stop_reason: str
     timings: dict[str, float] = field(default_factory=dict)  # the final pass's (``Pass.timings``)
+    reason: str = ""  # why there is no text (``Pass.reason``)
 
 
 @dataclass
@@ -127,6 +128,7 @@ class EditEngineServer(LanguageServer):
         self._jobs_lock = threading.Lock()
         self.too_large: set[str] = set()  # documents over the limit that the user has been told about
         self.unknown: set[str] = set()  # documents changed without being opened (logged once each)
+        self.silent: set[str] = set()  # documents told once why their language gets no suggestions
         self._engine: Engine | None = None
         self._engine_path: str | None = None
         self._engine_lock: asyncio.Lock | None = None
@@ -381,12 +383,13 @@ _REQUEST = object()  # ``_fill``'s default request id: the request being handled
 
 async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tuple[int, int] | None = None,
                 max_tokens: int | None = None, request_id: Any = _REQUEST, supersede: bool = True,
-                repair: bool | int = True, tap: Tap | None = None) -> Fill:
+                repair: bool | int = True, tap: Tap | None = None, explicit: bool = False) -> Fill:
     """Run the model at ``offset`` (or over ``selection``) of ``doc``; stream passes if the client asked (and the
     fill belongs to a request: ``request_id`` None streams nothing). ``supersede``: cancel the document's fill in
     flight; without it, that fill ends by itself after its current pass, as the document changed under it.
     ``repair``: as ``Engine.stream_complete`` takes it (a fill asked while typing runs fewer rounds). ``tap``: gets
-    every pass but the final one (a fill started on a keystroke, for the request that takes it)."""
+    every pass but the final one (a fill started on a keystroke, for the request that takes it). ``explicit``: the
+    user asked (every answer is shown); otherwise the show gate hides what is unlikely (``showThreshold``)."""
     t0 = time.perf_counter()
     if _too_large(doc):
         raise JsonRpcServerError(f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
@@ -404,7 +407,9 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
         # generator plans (parses) on its first pass, so that too runs on the model thread.
         gen = engine.stream_complete(text, offset, language=doc.language, selection=selection,
                                      max_tokens=max_tokens or settings.max_tokens, uri=doc.uri,
-                                     related=related or None, repair=repair, **settings.overrides())
+                                     related=related or None, repair=repair,
+                                     show_threshold=0.0 if explicit else settings.show_threshold,
+                                     **settings.overrides())
         last: Pass | None = None
         rng: types.Range | None = None
         json_ms = 0.0  # writing this request's pass notifications
@@ -435,7 +440,7 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
         if last is None or rng is None:
             raise JsonRpcInternalError("the engine produced no pass")
         fill = Fill(last.text, rng, version, last.index + 1, last.nfe, (time.perf_counter() - t0) * 1e3,
-                    last.stop_reason, last.timings)
+                    last.stop_reason, last.timings, last.reason)
         log.info("request %s: %d passes, %d chars, %.0f ms, %s, related: %d documents; stages (ms): %s",
                  request_id, fill.passes, len(fill.text), fill.elapsed_ms, fill.stop_reason, len(related),
                  ", ".join(f"{k} {v:.1f}" for k, v in last.timings.items()))
@@ -519,10 +524,21 @@ async def inline_completion(ls: EditEngineServer,
     if fill is None:
         if doc.version != version or ls.documents.get(doc.uri) is not doc:  # changed while it waited
             raise JsonRpcContentModified(f"{doc.uri} changed while the request ran (version {version})")
-        fill = await _fill(ls, doc, offset, repair=ls.settings.typing_repair_rounds if typing else True)
+        fill = await _fill(ls, doc, offset, repair=ls.settings.typing_repair_rounds if typing else True,
+                           explicit=not typing)
     if not fill.text:
+        _say_why_once(ls, doc, fill.reason)
         return types.InlineCompletionList(items=[])
     return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=fill.text, range=fill.range)])
+
+
+def _say_why_once(ls: EditEngineServer, doc: Document, reason: str) -> None:
+    """Tell the user once per document, in the log the client keeps (``window/logMessage``), why its language
+    gets no suggestions (a language the model was not trained on, with nothing else likely enough). A fill held
+    back by the show gate is an ordinary event and says nothing."""
+    if "not trained on" in reason and doc.uri not in ls.silent:
+        ls.silent.add(doc.uri)
+        ls.log_message(logging.INFO, f"{doc.uri}: no suggestion: {reason}")
 
 
 async def _early_result(ls: EditEngineServer, doc: Document, offset: int) -> Fill | None:
@@ -627,7 +643,7 @@ async def infill(ls: EditEngineServer, params: Any) -> dict[str, Any]:
         offset = ls.offset(doc, _position(params["position"], "position"))
     else:
         raise JsonRpcInvalidParams("position or range is required")
-    fill = await _fill(ls, doc, offset, selection, max_tokens)
+    fill = await _fill(ls, doc, offset, selection, max_tokens, explicit=True)
     return protocol.infill_response(fill.text, fill.passes, fill.nfe, fill.elapsed_ms, fill.stop_reason,
                                     range_=_range_json(fill.range), version=fill.version)
 

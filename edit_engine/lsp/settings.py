@@ -37,6 +37,10 @@ class Settings:
     # keystroke): the fill is still checked and cut to its longest prefix that parses. Explicit requests run the
     # engine's full repair. 0: measured as fast and as right while typing (docs/results-archive-2026-12-05.md).
     typing_repair_rounds: int = 0
+    # The show gate's threshold for suggestions asked while typing (automatic inline completions, fills started
+    # on the keystroke): below it the answer is no suggestion (``engine.gate``). None: the engine's fitted one.
+    # Explicit requests (invoked inline completion, editEngine/infill) show every answer.
+    show_threshold: float | None = None
 
     def overrides(self) -> dict[str, Any]:
         """Sampler overrides for ``Engine.stream_complete`` (only the ones that are set)."""
@@ -74,6 +78,14 @@ def _rounds(v: Any) -> int:
     return v
 
 
+def _threshold(v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 1:
+        raise ValueError("expected a number from 0 to 1, or null for the engine's own")
+    return float(v)
+
+
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
         raise ValueError("expected true or false")
@@ -99,6 +111,7 @@ def _keys() -> dict[str, tuple[str, Callable[[Any], Any]]]:
         "streamPasses": ("stream_passes", _bool),
         "startOnKeystroke": ("start_on_keystroke", _bool),
         "typingRepairRounds": ("typing_repair_rounds", _rounds),
+        "showThreshold": ("show_threshold", _threshold),
     }
     keys.update({SETTINGS[n].key: (n, _optional(n)) for n in SAMPLER_KEYS})
     return keys

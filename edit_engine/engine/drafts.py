@@ -1,0 +1,94 @@
+"""Drafts from the memory of code (``edit_engine.memory``) as answers to an insert request.
+
+The memory drafts the rest of the line left to right from n-gram counts over the document, the other open
+documents and a background model of real code; it is strong exactly where the small model is weak: names and
+idioms that recur locally. A draft is the answer when it is likely to be accepted: its probability (the product
+of its tokens' probabilities under the nested caches) is at least ``DraftPolicy.min_score``, it holds at least
+``min_chars`` characters that are not blank, and the document still parses with it at the cursor. Below that,
+the request goes on to the model (or, in a language the model was not trained on, to no fill).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from edit_engine.memory import Draft, Memory
+
+
+@dataclass(frozen=True)
+class DraftPolicy:
+    """When a draft is shown. ``min_prob``: drafting stops at the first token below it; ``min_score``: the
+    whole draft's probability needed to show it; ``max_tokens``: the longest draft."""
+
+    min_prob: float = 0.5
+    min_score: float = 0.0
+    min_chars: int = 2
+    max_tokens: int = 24
+
+
+DEFAULT_POLICY = DraftPolicy()
+
+
+_PAIRS = {"(": ")", "[": "]", "{": "}"}
+
+
+def closers(text: str) -> str:
+    """The brackets that close what ``text`` opens and leaves open, innermost first (a quote left open is
+    closed too): what makes a draft that stops inside a call checkable as a prefix of valid code."""
+    stack: list[str] = []
+    quote = ""
+    for i, c in enumerate(text):
+        if quote:
+            if c == quote and text[i - 1] != "\\":
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in _PAIRS:
+            stack.append(_PAIRS[c])
+        elif stack and c == stack[-1]:
+            stack.pop()
+    return quote + "".join(reversed(stack))
+
+
+def related_key(text: str) -> str:
+    """The memory's key for a related file sent with a request: a digest of its text, so a file sent again
+    unchanged is not counted again (an edited one is a new key; the memory forgets the oldest)."""
+    return f"related:{hashlib.blake2b(text.encode('utf-8', 'surrogatepass'), digest_size=8).hexdigest()}"
+
+
+def set_workspace(memory: Memory, files: list[tuple[str, str]], language: str) -> None:
+    """Make ``files`` ((path, text)) the memory's workspace: files it held that are not among them are
+    forgotten, the others (re)counted (a file whose text is unchanged costs little)."""
+    keep = {path for path, _ in files}
+    for path in memory.workspace_paths():
+        if path not in keep:
+            memory.remove_workspace(path)
+    for path, text in files:
+        memory.add_workspace(path, text, language)
+
+
+def draft_at(memory: Memory, text: str, offset: int, language: str, uri: str | None,
+             related: list[str] | tuple[str, ...] = (), policy: DraftPolicy = DEFAULT_POLICY) -> Draft | None:
+    """The memory's draft at ``offset`` of ``text`` when it passes ``policy``; None otherwise. ``related``
+    files (other open documents) feed the memory's open-documents tier."""
+    for other in related[:8]:
+        memory.observe(related_key(other), other, language)
+    d = memory.draft(text[:offset], text[offset:], language, None, max_tokens=policy.max_tokens,
+                     min_prob=policy.min_prob)
+    if d is None or len(d.text.strip()) < policy.min_chars or d.score < policy.min_score:
+        return None
+    if _repeats_next_line(text[:offset], d.text, text[offset:]):
+        return None
+    return d
+
+
+def _repeats_next_line(prefix: str, draft: str, suffix: str) -> bool:
+    """Whether the line the draft makes starts the next code line of the suffix again: counts learn that a
+    line is followed by one like it, and the copy is then right above the line it repeats."""
+    line = prefix[prefix.rfind("\n") + 1 :] + draft
+    after = suffix.split("\n", 1)[1] if "\n" in suffix else ""
+    nxt = next((ln for ln in after.split("\n") if ln.strip()), "")
+    return bool(line.strip()) and nxt.strip().startswith(line.strip())

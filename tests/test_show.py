@@ -1,0 +1,99 @@
+"""Drafts from the memory of code as answers, and the show gate: what is likely wrong is not shown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from edit_engine.engine import Engine
+from edit_engine.engine.drafts import DraftPolicy, set_workspace
+from edit_engine.engine.gate import FEATURES, ShowGate, features
+from edit_engine.memory import Memory
+
+# A document whose own code makes the next line's start certain to a count-based memory.
+DOC = "".join(f"def handler_{i}(request):\n    response = build_response(request, code={i})\n" for i in range(12))
+CURSOR_DOC = DOC + "def handler_x(request):\n    response = "
+
+
+@pytest.fixture()
+def memory_engine(tiny_engine: Engine) -> Engine:
+    tiny_engine.rt.memory = Memory(models_dir=None)  # the document and related files only: no background
+    tiny_engine.rt.draft_policy = DraftPolicy(min_prob=0.5, min_score=0.3)
+    yield tiny_engine
+    tiny_engine.rt.memory = None
+    tiny_engine.rt.gate = ShowGate()
+
+
+def test_a_sure_draft_is_the_answer_without_a_forward_pass(memory_engine: Engine) -> None:
+    c = memory_engine.complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///h.py")
+    assert c.source == "memory" and c.text.startswith("build_response(request"), c
+    assert c.nfe == 0 and 0.3 <= c.score <= 1.0
+
+
+def test_without_a_memory_the_model_answers(tiny_engine: Engine) -> None:
+    assert tiny_engine.rt.memory is None
+    assert tiny_engine.complete(CURSOR_DOC + "\n", len(CURSOR_DOC)).source != "memory"
+
+
+def test_the_gate_hides_what_is_unlikely_and_says_why(memory_engine: Engine) -> None:
+    memory_engine.rt.gate = ShowGate({"memory": (-10.0, 0, 0, 0, 0, 0, 0, 0)}, threshold=0.3)
+    c = memory_engine.complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///g.py")
+    assert c.text == "" and c.source == "none" and "below the show threshold" in c.reason
+    assert c.estimate is not None and c.estimate < 0.3
+    # An explicit request shows it anyway.
+    shown = memory_engine.complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///g.py", show_threshold=0.0)
+    assert shown.source == "memory" and shown.text
+    # The stream's final pass is gated the same way.
+    last = list(memory_engine.stream_complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///g2.py"))[-1]
+    assert last.final and last.text == "" and last.source == "none"
+
+
+def test_typing_through_a_shown_answer_keeps_the_rest_whatever_the_gate(memory_engine: Engine) -> None:
+    first = memory_engine.complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///t.py")
+    assert first.text
+    memory_engine.rt.gate = ShowGate({s: (-10.0, 0, 0, 0, 0, 0, 0, 0) for s in ("memory", "model", "copy")}, 0.3)
+    typed = CURSOR_DOC + first.text[:3]
+    kept = memory_engine.complete(typed + "\n", len(typed), uri="file:///t.py")
+    assert kept.text == first.text[3:] and kept.source == "memory"
+
+
+def test_the_workspace_tier_is_replaced_not_grown() -> None:
+    m = Memory(models_dir=None)
+    set_workspace(m, [("a.py", "x = 1\n"), ("b.py", "y = 2\n")], "python")
+    set_workspace(m, [("b.py", "y = 2\n"), ("c.py", "z = 3\n")], "python")
+    assert sorted(m.workspace_paths()) == ["b.py", "c.py"]
+
+
+def test_a_workspace_file_teaches_the_memory_a_name(tiny_engine: Engine) -> None:
+    tiny_engine.rt.memory = Memory(models_dir=None)
+    try:
+        lib = "".join(f"result_{i} = compute_checksum_digest(payload_{i})\n" for i in range(10))
+        tiny_engine.set_workspace([("lib.py", lib)], "python")
+        doc = "value = "
+        d = tiny_engine.rt.memory.draft(doc, "\n", "python", min_prob=0.3)
+        assert d is not None and d.text.startswith("compute_checksum_digest"), d
+    finally:
+        tiny_engine.rt.memory = None
+
+
+@given(st.text(max_size=80), st.floats(0, 1), st.text(max_size=20))
+def test_the_estimate_is_a_probability(text: str, score: float, line: str) -> None:
+    gate = ShowGate({"model": (0.3, -0.5, 1.0, -1.0, 2.0, -0.4, -1.0, 0.2)}, 0.5)
+    e = gate.estimate(text, "model", score, line)
+    assert 0.0 <= e <= 1.0
+    assert len(features(text, score, line)) == len(FEATURES)
+    assert (e == 0.0) if not text.strip() else True
+
+
+def test_the_shipped_gate_loads_and_a_mismatched_one_is_refused(tmp_path: Path) -> None:
+    gate = ShowGate.load()
+    assert 0.0 <= gate.threshold < 1.0 and set(gate.weights) <= {"copy", "memory", "model"}
+    bad = tmp_path / "gate.json"
+    bad.write_text(json.dumps({"features": ["bias"], "weights": {}, "threshold": 0.2}))
+    with pytest.raises(ValueError, match="features"):
+        ShowGate.load(bad)
+    assert ShowGate.load(tmp_path / "missing.json").threshold == 0.0
