@@ -97,3 +97,27 @@ def test_the_shipped_gate_loads_and_a_mismatched_one_is_refused(tmp_path: Path) 
     with pytest.raises(ValueError, match="features"):
         ShowGate.load(bad)
     assert ShowGate.load(tmp_path / "missing.json").threshold == 0.0
+
+
+def test_gate_fit_learns_what_separates_taken_from_not(tmp_path: Path) -> None:
+    from edit_engine.eval import gate_fit
+
+    rows = [{"text": "name_" * (1 + i % 3), "source": "memory", "score": (i % 10) / 10, "accepted": i % 10 >= 6,
+             "accepted_chars": 5, "line_before": "    x = "} for i in range(200)]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "gate.json"
+    assert gate_fit.main([str(path), "--target", "0.6", "--out", str(out)]) == 0
+    gate = ShowGate.load(out)
+    assert gate.estimate("name_", "memory", 0.9, "    x = ") > 0.8 > 0.2 > gate.estimate("name_", "memory", 0.1)
+    assert 0.0 < gate.threshold <= 0.6
+
+
+def test_the_language_server_setting_is_checked() -> None:
+    from edit_engine.lsp import settings
+
+    s, warnings = settings.parse({"showThreshold": 0.25})
+    assert s.show_threshold == 0.25 and warnings == []
+    s, warnings = settings.parse({"showThreshold": 1.5})
+    assert s.show_threshold is None and warnings and "showThreshold" in warnings[0]
+    assert settings.parse({"showThreshold": None})[0].show_threshold is None
