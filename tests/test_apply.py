@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import chat_stream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import connect
@@ -553,15 +554,8 @@ def test_http_apply(server: BackgroundServer) -> None:
 
 
 def test_http_apply_streams_the_merged_file(server: BackgroundServer) -> None:
-    with httpx.stream("POST", server.url + "/v1/apply/completions", timeout=TIMEOUT,
-                      json={"messages": [{"role": "user", "content": _content(PY, UPDATE)}], "stream": True}) as r:
-        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-        events = [line.removeprefix("data: ") for line in r.iter_lines() if line.startswith("data: ")]
-    assert events[-1] == "[DONE]"
-    chunks = [json.loads(e) for e in events[:-1]]
-    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
-    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
-    assert chunks[-1]["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "stop"}
+    chunks = chat_stream(server.url + "/v1/apply/completions",
+                         {"messages": [{"role": "user", "content": _content(PY, UPDATE)}]}, TIMEOUT)
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == MERGED
     assert len(chunks) >= 4  # role, the pieces of the file, the end
 

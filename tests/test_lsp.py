@@ -143,7 +143,10 @@ def tiny(tiny_checkpoint: Path) -> Engine:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def session(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path) -> AsyncIterator[Session]:
-    s = await start(tmp_path_factory.mktemp("lsp"), {"modelPath": str(tiny_checkpoint), "streamPasses": True})
+    # Every answer shown while typing too (showThreshold 0): these tests compare the server with the library,
+    # whose requests are explicit; the gate has its own test.
+    s = await start(tmp_path_factory.mktemp("lsp"), {"modelPath": str(tiny_checkpoint), "streamPasses": True,
+                                                     "showThreshold": 0})
     yield s
     await stop(s)
 
@@ -151,7 +154,8 @@ async def session(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Pat
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def slow(tmp_path_factory: pytest.TempPathFactory, slow_checkpoint: Path) -> AsyncIterator[Session]:
     s = await start(tmp_path_factory.mktemp("lsp-slow"), {
-        "modelPath": str(slow_checkpoint), "streamPasses": True, "threshold": 2.0, "maxTokens": 256})
+        "modelPath": str(slow_checkpoint), "streamPasses": True, "threshold": 2.0, "maxTokens": 256,
+        "showThreshold": 0, "memory": False})
     yield s
     await stop(s)
 
@@ -210,6 +214,29 @@ async def test_a_fill_asked_while_typing_runs_the_typing_repair_rounds(session: 
         assert [i.insert_text for i in result.items] == ([expected.text] if expected.text else [])
         nfe[kind] = expected.nfe
     assert nfe[kinds.Automatic] < nfe[kinds.Invoked]
+
+
+async def test_the_show_gate_hides_a_fill_asked_while_typing_not_one_asked_for(
+        tmp_path: Path, tiny_checkpoint: Path, tiny: Engine) -> None:
+    """With a show threshold no answer reaches, an automatic inline completion comes back empty (its final pass
+    says so) while an invoked one shows the engine's answer."""
+    expected = tiny.complete(DOC, CURSOR)
+    assert expected.text
+    s = await start(tmp_path, {"modelPath": str(tiny_checkpoint), "streamPasses": True, "showThreshold": 1.0})
+    try:
+        uri = "file:///gated.py"
+        s.open(uri, DOC)
+        kinds = types.InlineCompletionTriggerKind
+        got = {}
+        for kind in (kinds.Automatic, kinds.Invoked):
+            rid = s.next_id()
+            result = await s.request("textDocument/inlineCompletion", types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri), position=pos(DOC, CURSOR),
+                context=types.InlineCompletionContext(trigger_kind=kind)), rid)
+            got[kind] = [i.insert_text for i in result.items]
+        assert got[kinds.Automatic] == [] and got[kinds.Invoked] == [expected.text]
+    finally:
+        await stop(s)
 
 
 async def test_dtype_flag_reaches_the_engine(tmp_path: Path, tiny_checkpoint: Path) -> None:
@@ -432,9 +459,9 @@ async def test_a_request_waiting_on_a_keystrokes_fill_is_stale_after_the_next_ke
         tmp_path: Path, slow_checkpoint: Path) -> None:
     """A request that took the fill started on its keystroke, then saw the document change again, is answered
     -32801 (content modified), never with a fill computed for a text it did not ask about. A server of its own:
-    no other open document offers a copy that would end the fill in one pass."""
+    no other open document offers a copy that would end the fill in one pass, and no memory of code a draft."""
     slow = await start(tmp_path, {"modelPath": str(slow_checkpoint), "streamPasses": True, "threshold": 2.0,
-                                  "maxTokens": 256})
+                                  "maxTokens": 256, "memory": False})
     try:
         await _stale_after_the_next_keystroke(slow)
     finally:

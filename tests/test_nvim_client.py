@@ -191,7 +191,9 @@ class Nvim:
             cfg |= {"cmd": [sys.executable, "-m", "edit_engine.lsp", "--threads", "1",
                             "--log-file", str(tmp_path / "server.log")],
                     "env": {"PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"},
-                    "init_options": {"streamPasses": True, **(init_options or {})}}
+                    # Every answer shown while typing (showThreshold 0): these tests drive the plugin, not the
+                    # show gate, whose words the model decides.
+                    "init_options": {"streamPasses": True, "showThreshold": 0, **(init_options or {})}}
         self.lua(SETUP, cfg)
 
     # ---- msgpack-RPC

@@ -41,14 +41,15 @@ def test_without_a_memory_the_model_answers(tiny_engine: Engine) -> None:
 
 def test_the_gate_hides_what_is_unlikely_and_says_why(memory_engine: Engine) -> None:
     memory_engine.rt.gate = ShowGate({"memory": (-10.0, 0, 0, 0, 0, 0, 0, 0)}, threshold=0.3)
-    c = memory_engine.complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///g.py")
+    c = memory_engine.complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///g.py", show_threshold=None)
     assert c.text == "" and c.source == "none" and "below the show threshold" in c.reason
     assert c.estimate is not None and c.estimate < 0.3
-    # An explicit request shows it anyway.
-    shown = memory_engine.complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///g.py", show_threshold=0.0)
+    # An explicit request (the library's default) shows it anyway.
+    shown = memory_engine.complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///g.py")
     assert shown.source == "memory" and shown.text
     # The stream's final pass is gated the same way.
-    last = list(memory_engine.stream_complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///g2.py"))[-1]
+    last = list(memory_engine.stream_complete(CURSOR_DOC + "\n", len(CURSOR_DOC), uri="file:///g2.py",
+                                              show_threshold=None))[-1]
     assert last.final and last.text == "" and last.source == "none"
 
 
@@ -57,7 +58,7 @@ def test_typing_through_a_shown_answer_keeps_the_rest_whatever_the_gate(memory_e
     assert first.text
     memory_engine.rt.gate = ShowGate({s: (-10.0, 0, 0, 0, 0, 0, 0, 0) for s in ("memory", "model", "copy")}, 0.3)
     typed = CURSOR_DOC + first.text[:3]
-    kept = memory_engine.complete(typed + "\n", len(typed), uri="file:///t.py")
+    kept = memory_engine.complete(typed + "\n", len(typed), uri="file:///t.py", show_threshold=None)
     assert kept.text == first.text[3:] and kept.source == "memory"
 
 
@@ -121,3 +122,21 @@ def test_the_language_server_setting_is_checked() -> None:
     s, warnings = settings.parse({"showThreshold": 1.5})
     assert s.show_threshold is None and warnings and "showThreshold" in warnings[0]
     assert settings.parse({"showThreshold": None})[0].show_threshold is None
+
+
+def test_engines_load_with_the_shipped_memory_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    from edit_engine.engine.drafts import MEMORY_ENV, memory_for
+
+    monkeypatch.setenv(MEMORY_ENV, "on")
+    assert isinstance(memory_for(None), Memory) and memory_for(False) is None
+    monkeypatch.setenv(MEMORY_ENV, "off")
+    assert memory_for(None) is None and isinstance(memory_for(True), Memory)
+
+
+def test_the_packaged_engine_drafts_from_its_memory_of_real_code() -> None:
+    """The shipped engine (memory on): a line that real Python writes one way is drafted with no forward pass."""
+    engine = Engine.load(memory=True)
+    doc = "import os\n\n\ndef main(root):\n    for name in os.listdir(root):\n        path = os.path.join("
+    c = engine.complete(doc + "\n", len(doc), uri="file:///m.py", show_threshold=None)
+    assert engine.rt.memory is not None and c.source in ("memory", "none"), c
+    assert c.source == "none" or (c.nfe == 0 and c.text)

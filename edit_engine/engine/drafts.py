@@ -11,6 +11,7 @@ the request goes on to the model (or, in a language the model was not trained on
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,21 @@ def related_key(text: str) -> str:
     return f"related:{hashlib.blake2b(text.encode('utf-8', 'surrogatepass'), digest_size=8).hexdigest()}"
 
 
+MEMORY_ENV = "EDIT_ENGINE_MEMORY"  # off | 0 | false: engines load without the memory of code unless asked
+
+
+def memory_for(asked: bool | Memory | None) -> Memory | None:
+    """The memory an engine loads with: the one given, the shipped one (True), none (False); None follows
+    ``EDIT_ENGINE_MEMORY`` (on unless it says off)."""
+    from edit_engine.memory import Memory
+
+    if asked is None:
+        asked = os.environ.get(MEMORY_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+    if asked is True:
+        return Memory.load()
+    return asked or None
+
+
 def set_workspace(memory: Memory, files: list[tuple[str, str]], language: str) -> None:
     """Make ``files`` ((path, text)) the memory's workspace: files it held that are not among them are
     forgotten, the others (re)counted (a file whose text is unchanged costs little)."""
@@ -76,7 +92,14 @@ def draft_at(memory: Memory, text: str, offset: int, language: str, uri: str | N
     files (other open documents) feed the memory's open-documents tier."""
     for other in related[:8]:
         memory.observe(related_key(other), other, language)
-    d = memory.draft(text[:offset], text[offset:], language, None, max_tokens=policy.max_tokens,
+    key = None
+    if uri:  # the document without the cursor's line (a half-typed word is no evidence for itself), kept per
+        # document so that moving between documents re-counts nothing; its edits re-count only changed lines
+        head, rest = text[:offset], text[offset:]
+        nl = rest.find("\n")
+        key = f"cursor:{uri}"
+        memory.observe(key, head[: head.rfind("\n") + 1] + (rest[nl + 1 :] if nl >= 0 else ""), language)
+    d = memory.draft(text[:offset], text[offset:], language, key, max_tokens=policy.max_tokens,
                      min_prob=policy.min_prob)
     if d is None or len(d.text.strip()) < policy.min_chars or d.score < policy.min_score:
         return None

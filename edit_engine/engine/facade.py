@@ -76,12 +76,13 @@ class Engine:
     def load(cls, path: str | Path | None = None, *, device: str | None = None, threads: int | None = None,
              sampler: SamplerConfig | None = None, context_cache: ContextCacheConfig | None = None,
              dtype: torch.dtype | str | None = None, analysis: bool = False, analysis_ms: float = 10.0,
-             edit_model: str | Path | None | bool = None, memory: bool | Memory = True) -> Engine:
+             edit_model: str | Path | None | bool = None, memory: bool | Memory | None = None) -> Engine:
         """Load a checkpoint directory (default: the model packaged with edit-engine). ``dtype`` (a dtype or its
         name, ``dtypes.DTYPES``, or ``auto``): what the model computes in; default ``EDIT_ENGINE_DTYPE``, else the
         checkpoint family's (``auto`` for ours: ``dtypes.auto_dtype``; bf16 for open models on CUDA). ``analysis``: the novel-name penalty spares
         the names jedi knows at the cursor (``engine/analysis.py``, Python), waiting ``analysis_ms`` per fill.
-        ``memory``: the memory of code whose drafts may answer (the shipped one; False: none)."""
+        ``memory``: the memory of code whose drafts may answer (True: the shipped one; False: none; None:
+        ``EDIT_ENGINE_MEMORY``, on unless it says off)."""
         if threads:
             torch.set_num_threads(threads)
         ck = checkpoint.load(path, device=device or "cpu", dtype=dtype)
@@ -92,7 +93,7 @@ class Engine:
                 raise checkpoint.CheckpointError(f"{ck.path}/sampler.json: {e}") from e
         engine = cls(ck.model, ck.tokenizer, sampler, ck.path, ck.record, context_cache, analysis, analysis_ms,
                      EditModel.for_load(edit_model, path, dtype, device or "cpu"),
-                     Memory.load() if memory is True else memory or None)
+                     drafts.memory_for(memory))
         engine.rt.gate = ShowGate.load()  # the fitted show gate (``gate``); an engine made directly shows all
         return engine
 
@@ -239,7 +240,7 @@ class Engine:
     def stream_complete(self, text: str, offset: int, language: str = "python",
                         selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
                         should_stop: Callable[[], bool] | None = None, mode: str = "insert", repair: bool | int = True,
-                        uri: str | None = None, related: list[str] | None = None, show_threshold: float | None = None,
+                        uri: str | None = None, related: list[str] | None = None, show_threshold: float | None = 0.0,
                         **overrides: Any) -> Iterator[Pass]:
         """Plan the span at ``offset`` (or rewrite ``selection``) and yield every pass as an edit.
 
@@ -248,7 +249,8 @@ class Engine:
         the rounds (0: the fill cut to its longest prefix that parses). ``uri`` keeps the document's syntax tree
         between requests. ``related``: other files' text, searched for copies. ``show_threshold``: the final
         answer is replaced by none (with the reason) when the show gate estimates it less likely to be accepted
-        (``gate``; None: the engine's ``show_threshold``, 0: show every answer)."""
+        (``gate``): 0 (the default) shows every answer, as an explicit request wants; None applies the engine's
+        fitted threshold, as an editor does for the suggestions it shows while the user types."""
         for p, (_, t) in self._document(text, offset, language, selection, max_tokens, seed, should_stop,
                                         overrides, mode, repair, uri, related, show_threshold=show_threshold):
             yield replace(p, timings=t) if p.final else p
@@ -256,7 +258,7 @@ class Engine:
     def complete(self, text: str, offset: int, language: str = "python",
                  selection: tuple[int, int] | None = None, max_tokens: int | None = None, seed: int = 0,
                  mode: str = "insert", repair: bool | int = True, uri: str | None = None,
-                 related: list[str] | None = None, show_threshold: float | None = None,
+                 related: list[str] | None = None, show_threshold: float | None = 0.0,
                  **overrides: Any) -> Completion:
         """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]`` (``stream_complete``
         documents the arguments)."""
@@ -270,7 +272,7 @@ class Engine:
                   max_tokens: int | None, seed: int, should_stop: Callable[[], bool] | None,
                   overrides: dict[str, Any], mode: str, do_repair: bool | int, uri: str | None,
                   related: list[str] | None = None, stream: bool = True,
-                  show_threshold: float | None = None) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
+                  show_threshold: float | None = 0.0) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
         """Plan, denoise, post-process, check and repair; yields every pass with (span kind, timings so far).
         ``stream=False``: only the passes that end a round (the caller wants the last one). The final pass goes
         through the show gate (``show_threshold``)."""

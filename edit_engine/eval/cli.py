@@ -135,6 +135,8 @@ def _typing(a: argparse.Namespace) -> int:
 
 
 def _eval(a: argparse.Namespace) -> int:
+    if a.benchmark in TYPING_BENCHMARKS:  # its --limit is per language, 0 for all
+        return _typing(a)
     if a.limit is not None and a.limit < 1:
         raise UserError("--limit must be >= 1")
     if a.context_gap:
@@ -148,8 +150,6 @@ def _eval(a: argparse.Namespace) -> int:
         return _next_edit(a)
     if a.benchmark in REAL_CODE_BENCHMARKS:
         return _real_code(a)
-    if a.benchmark in TYPING_BENCHMARKS:
-        return _typing(a)
     if a.split is not None or a.no_related:
         raise UserError("--split and --no-related go with --benchmark real-code")
     if a.plot:  # a one-line error now, before the run, when matplotlib is missing

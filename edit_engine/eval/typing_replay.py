@@ -635,8 +635,8 @@ def make_suggester(fill: str, model: str | None = None, threads: int | None = No
     if policy is not None:
         engine.rt.draft_policy = policy
     engine.warm_up()
-    kw = {} if show_threshold is None else {"show_threshold": show_threshold}
-    return engine_suggester(engine, **kw), lambda: None
+    # As an editor asks while the user types: the engine's fitted show gate unless a threshold is given.
+    return engine_suggester(engine, show_threshold=show_threshold), lambda: None
 
 
 def run_from_args(args: argparse.Namespace) -> int:

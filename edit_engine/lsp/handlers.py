@@ -213,11 +213,12 @@ class EditEngineServer(LanguageServer):
         if self._engine_lock is None:
             self._engine_lock = asyncio.Lock()
         async with self._engine_lock:
-            path = self.settings.model_path
-            if self._engine is None or self._engine_path != path:
+            path, memory = self.settings.model_path, self.settings.memory
+            if self._engine is None or self._engine_path != path or (
+                    memory is not None and (self._engine.rt.memory is not None) != memory):
                 t0 = time.perf_counter()
                 try:
-                    self._engine = await self.run_model(Engine.load, path)
+                    self._engine = await self.run_model(functools.partial(Engine.load, path, memory=memory))
                     # Warm it on the model thread, so the first fill is not the slow one.
                     warm = await self.run_model(self._engine.warm_up)
                     log.info("warm-up took %.0f ms", warm)

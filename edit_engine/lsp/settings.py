@@ -41,6 +41,9 @@ class Settings:
     # on the keystroke): below it the answer is no suggestion (``engine.gate``). None: the engine's fitted one.
     # Explicit requests (invoked inline completion, editEngine/infill) show every answer.
     show_threshold: float | None = None
+    # Drafts from the memory of code (``engine.drafts``); false: the model and copies only (the engine reloads);
+    # None: as ``EDIT_ENGINE_MEMORY`` says (on unless it says off).
+    memory: bool | None = None
 
     def overrides(self) -> dict[str, Any]:
         """Sampler overrides for ``Engine.stream_complete`` (only the ones that are set)."""
@@ -112,6 +115,7 @@ def _keys() -> dict[str, tuple[str, Callable[[Any], Any]]]:
         "startOnKeystroke": ("start_on_keystroke", _bool),
         "typingRepairRounds": ("typing_repair_rounds", _rounds),
         "showThreshold": ("show_threshold", _threshold),
+        "memory": ("memory", lambda v: None if v is None else _bool(v)),
     }
     keys.update({SETTINGS[n].key: (n, _optional(n)) for n in SAMPLER_KEYS})
     return keys

@@ -34,12 +34,17 @@ class Memory:
         max_bytes: int = 256 << 20,
         max_documents: int = 64,
         order_weight: float = 1.0,
+        cache_order: int = 6,
     ) -> None:
         self.models_dir = Path(models_dir) if models_dir is not None else None
         self.order = order
         self.max_bytes = max_bytes
         self.max_documents = max_documents
         self.order_weight = order_weight
+        # The caches (document, open documents, workspace) count longer contexts than the background: they are
+        # small, and a local file repeats whole phrases (typing replay, dev split: order 6 wrote 22.6% of the
+        # characters at 34.7% acceptance against 19.7% at 36.4% with the background's order 4).
+        self.cache_order = cache_order
         self._background: dict[str, StaticNgrams | None] = {}
         self._open: dict[str, DynamicNgrams] = {}
         self._workspace: dict[str, DynamicNgrams] = {}
@@ -68,7 +73,7 @@ class Memory:
 
     def _order_for(self, lang: str) -> int:
         bg = self.background(lang)
-        return bg.order if bg is not None else self.order
+        return max(bg.order if bg is not None else self.order, self.cache_order)
 
     def _shared(self, table: dict[str, DynamicNgrams], lang: str) -> DynamicNgrams:
         if lang not in table:
@@ -124,7 +129,7 @@ class Memory:
         """Estimated bytes held by the caches."""
         toks = sum(d.tokens.__len__() * 2 for d, _ in self._docs.values())  # own model + open tier
         toks += sum(len(d.tokens) for d in self._files.values())
-        return toks * self.order * _BYTES_PER_TOKEN_PER_ORDER
+        return toks * max(self.order, self.cache_order) * _BYTES_PER_TOKEN_PER_ORDER
 
     def _enforce_budget(self) -> None:
         while len(self._docs) > self.max_documents:
