@@ -213,10 +213,14 @@ def test_a_huge_document_is_not_analysed() -> None:
     "if True:\n\tif 1:\n        pass\n\t  x.",
 ])
 def test_a_broken_document_does_not_raise(text: str) -> None:
-    an = Analyser()
+    from concurrent.futures import ThreadPoolExecutor
+
+    jedi_thread = ThreadPoolExecutor(1)  # its own, so the test can wait for every job (a busy CPU is slow)
+    an = Analyser(executor=jedi_thread)
     for off in (0, len(text) // 2, len(text)):
         a = an.analyse(text, off, budget_ms=WAIT_MS)
         assert a is None or isinstance(a, Analysis)
+    jedi_thread.shutdown(wait=True)
     assert an.stats.computed == an.stats.submitted
 
 
