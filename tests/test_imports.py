@@ -6,6 +6,7 @@ pyproject.toml, which CI runs."""
 from __future__ import annotations
 
 import grimp
+import pytest
 
 
 def import_circles(package: str = "edit_engine") -> list[list[str]]:
@@ -60,3 +61,15 @@ def test_the_counter_finds_a_circle(tmp_path, monkeypatch) -> None:  # type: ign
     (pkg / "b.py").write_text("def f():\n    from . import a\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert import_circles("circle_pkg") == [["circle_pkg.a", "circle_pkg.b"]]
+
+
+@pytest.mark.parametrize("module", ["edit_engine.edits.apply", "edit_engine.edits.next_edit", "edit_engine.engine",
+                                    "edit_engine.memory", "edit_engine.syntax.planner", "edit_engine.lsp",
+                                    "edit_engine.serve"])
+def test_every_package_imports_first_in_a_fresh_interpreter(module: str) -> None:
+    """Any module can be the first one a program imports: no half-initialised package on the way."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
