@@ -41,3 +41,13 @@ def test_save_load(tmp_path, tiny_tokenizer: Tokenizer) -> None:
     s = "async def f():\n    await g()  # ✓\n"
     assert t2.encode(s) == tiny_tokenizer.encode(s)
     assert t2.decode(t2.encode(MASK)) == MASK
+
+
+def test_the_packaged_tokenizers_hold_every_byte() -> None:
+    """A byte-level vocabulary needs one token per byte: text with any character round-trips."""
+    from edit_engine.model import checkpoint
+
+    for folder in (checkpoint.DEFAULT_DIR, checkpoint.DEFAULT_DIR.parent / "ar-baseline"):
+        tok = Tokenizer.from_file(folder / "tokenizer.json")
+        text = "".join(chr(c) for c in range(32, 0x250)) + " façade § ç"
+        assert tok.decode(tok.encode(text)) == text, folder
