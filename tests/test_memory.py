@@ -179,9 +179,7 @@ def test_shipped_python_model_loads_fast_and_drafts(shipped: Memory) -> None:
 
 @pytest.mark.parametrize("language", ["javascript", "typescript", "go", "rust"])
 def test_other_shipped_models_load(shipped: Memory, language: str) -> None:
-    bg = shipped.background(language)
-    if bg is None:
-        pytest.skip(f"no shipped model for {language}")
+    assert shipped.background(language) is not None, f"no model for {language} in the package"
     assert shipped.load_seconds.get("javascript" if language == "typescript" else language, 0) < 1.0
 
 

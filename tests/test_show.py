@@ -140,3 +140,11 @@ def test_the_packaged_engine_drafts_from_its_memory_of_real_code() -> None:
     c = engine.complete(doc + "\n", len(doc), uri="file:///m.py", show_threshold=None)
     assert engine.rt.memory is not None and c.source in ("memory", "none"), c
     assert c.source == "none" or (c.nfe == 0 and c.text)
+
+
+def test_a_related_file_keeps_its_key_and_an_edit_makes_a_new_one() -> None:
+    from edit_engine.engine.drafts import related_key
+
+    text = "def f():\n    return 1\n" * 100
+    assert related_key(text) == related_key(text) == related_key("".join([text]))
+    assert related_key(text + "x") != related_key(text)

@@ -20,7 +20,7 @@ import torch
 
 from edit_engine.decoding.sampler import SamplerConfig
 from edit_engine.engine import analysis, drafts, proposals
-from edit_engine.engine.results import unheal
+from edit_engine.engine.results import TYPED_THROUGH, unheal
 from edit_engine.engine.runtime import Runtime
 from edit_engine.syntax import planner, postprocess, repair
 from edit_engine.syntax import trees as syntax
@@ -192,7 +192,6 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
     return dp
 
 
-TYPED_THROUGH = "typed through"  # the reason of an answer kept from the last one: the typing agrees with it
 UNTRAINED_MIN_MATCH = 24  # a language the model does not know: a copy needs this much context match (characters)
 
 

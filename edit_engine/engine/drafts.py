@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -54,10 +55,22 @@ def closers(text: str) -> str:
     return quote + "".join(reversed(stack))
 
 
+_KEYS: OrderedDict[int, tuple[str, str]] = OrderedDict()  # id(text) -> (text, key): front ends resend the
+# same string objects while a file is unchanged, so a keystroke hashes no related file it has seen
+_MAX_KEYS = 64
+
+
 def related_key(text: str) -> str:
     """The memory's key for a related file sent with a request: a digest of its text, so a file sent again
     unchanged is not counted again (an edited one is a new key; the memory forgets the oldest)."""
-    return f"related:{hashlib.blake2b(text.encode('utf-8', 'surrogatepass'), digest_size=8).hexdigest()}"
+    seen = _KEYS.get(id(text))
+    if seen is not None and seen[0] is text:
+        return seen[1]
+    key = f"related:{hashlib.blake2b(text.encode('utf-8', 'surrogatepass'), digest_size=8).hexdigest()}"
+    _KEYS[id(text)] = (text, key)
+    while len(_KEYS) > _MAX_KEYS:
+        _KEYS.popitem(last=False)
+    return key
 
 
 MEMORY_ENV = "EDIT_ENGINE_MEMORY"  # off | 0 | false: engines load without the memory of code unless asked

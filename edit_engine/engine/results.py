@@ -23,6 +23,7 @@ def unheal(text: str, healed: str) -> str:
     return text[len(healed) :] if healed and text.startswith(healed) else text
 
 
+TYPED_THROUGH = "typed through"  # the reason of an answer kept from the last one: the typing agrees with it
 PLACEHOLDER = "\u2591"  # "░": one per undecided slot in a pass's ``preview``
 
 

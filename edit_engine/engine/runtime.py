@@ -17,7 +17,7 @@ from edit_engine.engine import decoders
 from edit_engine.engine.contexts import ContextCacheConfig, ContextStore, context_ids, doc_key
 from edit_engine.engine.drafts import DraftPolicy
 from edit_engine.engine.gate import ShowGate
-from edit_engine.engine.results import MAX_DOCUMENT_CHARS, Pass
+from edit_engine.engine.results import MAX_DOCUMENT_CHARS, TYPED_THROUGH, Pass
 from edit_engine.engine.vocab import TokenTables
 from edit_engine.memory import Memory
 from edit_engine.model.interfaces import CanvasModel, TextTokenizer
@@ -69,12 +69,12 @@ class Runtime:
     def gated(self, p: Pass, dp: Any, threshold: float | None) -> Pass:
         """The final pass ``p`` of an insert request as shown: itself, or no text with the reason when the show
         gate estimates it less likely to be accepted than ``threshold`` (None: the gate's own)."""
-        if not p.text or p.source == "none" or p.reason == "typed through":  # typing agreed with it so far
+        if not p.text or p.source == "none" or p.reason == TYPED_THROUGH:  # typing agreed with it so far
             return p
         before = dp.text[: p.start]
         shown, est = self.gate.shows(p.text, p.source, p.score, before[before.rfind("\n") + 1 :], threshold)
         if shown:
-            return dataclasses.replace(p, score=p.score, estimate=est)
+            return dataclasses.replace(p, estimate=est)
         self.forget(dp.uri)
         why = f"not shown: {est:.0%} likely to be accepted, below the show threshold"
         return dataclasses.replace(p, text="", source="none", reason=why, estimate=est)
