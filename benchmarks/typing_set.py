@@ -9,7 +9,7 @@ pinned to a version and the sha256 of the archive it comes in, so a download tha
 
 * Python: the wheels of ``benchmarks/real_code_set.py`` (its ``PACKAGES``, read from that file's text): dev =
   marshmallow, parsimonious, schedule; test = glom, structlog, environs, python-slugify, dataclasses-json.
-* JavaScript (``npm pack``): dev = commander, minimist, chalk; test = yargs-parser, semver, uuid.
+* The other languages are pinned in ``typing_sources.toml``. JavaScript (``npm pack``): dev = commander, minimist, chalk; test = yargs-parser, semver, uuid.
 * TypeScript: zod's ``src`` (test). None of the dev JavaScript packages ships TypeScript source, so the
   TypeScript dev split is empty.
 * Go (Debian ``apt-get download``): dev = pkg/errors; test = google/uuid, mattn/go-isatty.
@@ -51,6 +51,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import tomllib
 import tree_sitter
 import tree_sitter_go
 import tree_sitter_javascript
@@ -99,36 +100,10 @@ def python_sources() -> list[Source]:
     raise SystemExit("benchmarks/real_code_set.py has no PACKAGES")
 
 
-OTHER_SOURCES = (
-    Source("commander", "15.1.0", "dev", "javascript", "npm",
-           "308f16a324f6d0c889c1a388858868d84e1b4eb4e2bf856caa001f01c1c55bdf"),
-    Source("minimist", "1.2.8", "dev", "javascript", "npm",
-           "350a76c115b393c19d24654834261e5dc9f0e8cc5e08f3937fa80140f3e4ce83"),
-    Source("chalk", "6.0.1", "dev", "javascript", "npm",
-           "22a5b05d62a304c950f24dedb466ea07fb4b458e58bb37b2fe2c69ed2c9ba6c3"),
-    Source("yargs-parser", "22.0.0", "test", "javascript", "npm",
-           "2b640247b9ca6f540c708dfea99bafeae59a46db66f491fb5b6d55fce1614d65"),
-    Source("semver", "7.8.6", "test", "javascript", "npm",
-           "c6584c324e8b1e5d0403c6c16ee2b25dd61567c13f0449a58820350c21cd71bf"),
-    Source("uuid", "14.0.3", "test", "javascript", "npm",
-           "4750af69abb91dae4c49e4c71c96fd6a3bd0613900f18429b955ad6fb8099977"),
-    Source("zod", "4.6.7", "test", "typescript", "npm",
-           "84efd155bed93270286e793fc951be270b536cbd5b0eeb111f0fa3967201d698"),
-    Source("golang-github-pkg-errors-dev", "0.9.1-2", "dev", "go", "debian",
-           "87227544904795f81d8c660b7854045a1ef78d5c690993bb4a0c43e05104ca64", "github.com/pkg/errors 0.9.1"),
-    Source("golang-github-google-uuid-dev", "1.3.0-1", "test", "go", "debian",
-           "f79ead959ee04842fcb410347e7023a3c4c357c17f77b9bb13cff30ef4353351", "github.com/google/uuid 1.3.0"),
-    Source("golang-github-mattn-go-isatty-dev", "0.0.17-1", "test", "go", "debian",
-           "07dc6594466081a0622814dfd05f5f4de7dd54047fafb35e2af7bacfb307b402", "github.com/mattn/go-isatty 0.0.17"),
-    Source("librust-bitflags-dev", "1.3.2-3", "dev", "rust", "debian",
-           "c6624991a6a3d91cd6f4d12c0de251ac7cb4fdc94c02ba12caf9178711af157f", "bitflags 1.3.2"),
-    Source("librust-semver-dev", "1.0.14-1", "test", "rust", "debian",
-           "bf3719b7aac4b7f16f0d68a7037306dbc1532758fe7a5dea01254e85cecaca8c", "semver 1.0.14"),
-    Source("librust-smallvec-dev", "1.9.0-1", "test", "rust", "debian",
-           "ae859283a4b8979094ab41367116cede81298050fa50fa1f729f5310bd8e0d8b", "smallvec 1.9.0"),
-    Source("librust-log-dev", "0.4.17-3", "test", "rust", "debian",
-           "bd34d9fc5aaa80121cb1446f848ec99993f97c18f743bcb3f6c4824644c1d0cd", "log 0.4.17"),
-)
+def other_sources() -> list[Source]:
+    """The pinned non-Python sources, from ``typing_sources.toml`` beside this file."""
+    table = tomllib.loads((ROOT / "typing_sources.toml").read_text(encoding="utf-8"))
+    return [Source(**row) for row in table["source"]]
 
 SUFFIXES = {"python": (".py",), "javascript": (".js", ".mjs", ".cjs"), "typescript": (".ts", ".mts"),
             "go": (".go",), "rust": (".rs",)}
@@ -373,7 +348,7 @@ def sample(split: str, language: str, per_package: dict[str, tuple[list[dict[str
 # ---------------------------------------------------------------------------------------------------- build
 def build(out: Path, seed: int, scale: float) -> dict[str, Any]:
     """Download, cut and write the splits; returns the manifest."""
-    sources = python_sources() + list(OTHER_SOURCES)
+    sources = python_sources() + other_sources()
     packages: list[dict[str, Any]] = []
     pools: dict[tuple[str, str], dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]] = {}
     for src in sources:

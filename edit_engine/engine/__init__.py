@@ -21,7 +21,8 @@ if TYPE_CHECKING:
         ContextStore,
     )
     from edit_engine.engine.document import DocumentPlan
-    from edit_engine.engine.facade import Engine, Prepared
+    from edit_engine.engine.facade import Engine
+    from edit_engine.engine.holes import Prepared
     from edit_engine.engine.results import (
         LANGUAGES_BY_SUFFIX,
         MAX_DOCUMENT_CHARS,
@@ -40,7 +41,8 @@ _WHERE = {
     "edit_engine.engine.contexts": ("CONTEXT_STEP_CHARS", "CONTEXT_STEP_TOKENS", "ContextCacheConfig",
                                     "ContextCacheStats", "ContextStore"),
     "edit_engine.engine.document": ("DocumentPlan",),
-    "edit_engine.engine.facade": ("Engine", "Prepared"),
+    "edit_engine.engine.facade": ("Engine",),
+    "edit_engine.engine.holes": ("Prepared",),
     "edit_engine.engine.results": ("LANGUAGES_BY_SUFFIX", "MAX_DOCUMENT_CHARS", "PLACEHOLDER", "Completion",
                                    "InfillResult", "Pass", "decode_preview", "language_for_path", "unheal"),
 }

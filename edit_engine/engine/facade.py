@@ -14,7 +14,7 @@ markers into a file (``apply.py``; the model only ranks the places of an ambiguo
 ``stream_next_edit`` propose the change that follows the user's recent edits (``next_edit.py``: the history's
 patterns propagated with tree-sitter first, the model's rewrite of a row second).
 
-The parts: ``runtime`` (the model and what is kept about it), ``contexts`` (context tokens and the
+The parts: ``holes`` (a hole or a document request run to its passes), ``runtime`` (the model and what is kept about it), ``contexts`` (context tokens and the
 per-document cache of encoded contexts), ``vocab`` (vocabulary tables: line stop, headers, token healing,
 novel names), ``decoders`` (diffusion or autoregressive, one protocol), ``document`` (planning) and ``rounds``
 (check and repair). No model math here: tokens in, sampler, tokens out.
@@ -22,10 +22,9 @@ novel names), ``decoders`` (diffusion or autoregressive, one protocol), ``docume
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,28 +36,17 @@ from edit_engine.edits import next_edit as next_edits
 from edit_engine.edits.apply import ApplyResult
 from edit_engine.edits.edit_model import EditModel
 from edit_engine.edits.next_edit import NextEdit
-from edit_engine.engine import drafts, lifecycle, rounds
+from edit_engine.engine import drafts, holes, lifecycle, rounds
 from edit_engine.engine.contexts import ContextCacheConfig, ContextStore
 from edit_engine.engine.document import DocumentPlan, plan_document
 from edit_engine.engine.gate import ShowGate
-from edit_engine.engine.results import Completion, InfillResult, Pass, decode_preview, unheal
-from edit_engine.engine.runtime import Runtime, check_text
+from edit_engine.engine.holes import Prepared
+from edit_engine.engine.results import Completion, InfillResult, Pass
+from edit_engine.engine.runtime import Runtime
 from edit_engine.memory import Memory
 from edit_engine.model import checkpoint
 from edit_engine.model.interfaces import CanvasModel, TextTokenizer
 from edit_engine.syntax import trees as syntax
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A hole made ready to decode (``Engine.prepare``): what any sampler loop needs to start."""
-
-    cfg: SamplerConfig
-    prefix_ids: list[int]
-    suffix_ids: list[int]
-    healed: str = ""  # token healing: the partial word the model writes again (left out of the text)
-    first: torch.Tensor | None = None  # (V,) bool: the only tokens slot 0 may take
-    bias: torch.Tensor | None = None  # (V,) float: added to every pass's logits (the novel-name penalty)
 
 
 class Engine:
@@ -171,9 +159,7 @@ class Engine:
     def healing(self, prefix: str, suffix: str = "") -> tuple[str, torch.Tensor | None]:
         """Token healing for a ``{prefix, suffix}`` request: the partial word at the end of ``prefix`` that the
         model writes again, and slot 0's tokens; ("", None) when there is none or the decoder has no canvas."""
-        if not self.rt.canvas:
-            return "", None
-        return self.rt.tables.healing_at(prefix + suffix[:1], len(prefix))
+        return holes.healing(self.rt, prefix, suffix)
 
     def prepare(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
                 initial_slots: int | None = None, heal: bool = True, **overrides: Any) -> Prepared:
@@ -182,13 +168,7 @@ class Engine:
         settings). ``initial_slots``: the first canvas's size, clamped to 1..max_tokens (the sampler's
         ``initial_canvas`` override sets it too, clamped to ``max_tokens`` as given). What ``stream`` runs, and what
         the server's scheduler batches."""
-        check_text(prefix, suffix)
-        cfg = self.rt.config(max_tokens, overrides)
-        if initial_slots is not None:
-            cfg = cfg.with_(initial_canvas=max(1, min(initial_slots, cfg.max_tokens)))
-        healed, first = self.healing(prefix, suffix) if heal else ("", None)
-        p_ids, s_ids = self.rt.context_ids(prefix[: len(prefix) - len(healed)], suffix)
-        return Prepared(cfg, p_ids, s_ids, healed, first, self.novelty_bias(p_ids, s_ids, language, cfg))
+        return holes.prepare(self.rt, prefix, suffix, language, max_tokens, initial_slots, heal, overrides)
 
     # ------------------------------------------------------------------ hole in, text out
     def stream(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
@@ -199,42 +179,18 @@ class Engine:
         for the context cache (without one, the first prefix tokens do). ``heal``: token healing when the
         prefix ends inside a word (``healing``); the text is then what follows the prefix, as without it.
         ``single_line``: every pass's text is cut before its first newline. ``initial_slots``: as ``prepare``."""
-        for p, _ in self._passes(prefix, suffix, language, max_tokens, seed, should_stop, uri, heal, single_line,
-                                 initial_slots, overrides):
+        for p, _ in holes.passes(self.rt, prefix, suffix, language, max_tokens, seed, should_stop, uri, heal,
+                                 single_line, initial_slots, overrides):
             yield p
 
     def infill(self, prefix: str, suffix: str = "", language: str = "python", max_tokens: int | None = None,
                seed: int = 0, uri: str | None = None, heal: bool = True, **overrides: Any) -> InfillResult:
         """Fill the hole between ``prefix`` and ``suffix``; returns the final text and counters (``heal``: as
         ``stream``)."""
-        last = deque(self._passes(prefix, suffix, language, max_tokens, seed, None, uri, heal, False, None,
-                                  overrides), maxlen=1)
+        last = deque(holes.passes(self.rt, prefix, suffix, language, max_tokens, seed, None, uri, heal, False,
+                                  None, overrides), maxlen=1)
         p, t = last[0]
         return InfillResult(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason, self.rt.count_tokens(p.text), t)
-
-    def _passes(self, prefix: str, suffix: str, language: str, max_tokens: int | None, seed: int,
-                should_stop: Callable[[], bool] | None, uri: str | None, heal: bool, single_line: bool,
-                initial_slots: int | None, overrides: dict[str, Any]) -> Iterator[tuple[Pass, dict[str, float]]]:
-        t0 = time.perf_counter()
-        prep = self.prepare(prefix, suffix, language, max_tokens, initial_slots, heal, **overrides)
-        cfg = prep.cfg
-        t1 = time.perf_counter()
-        key = self.rt.key(uri, prep.prefix_ids, prep.suffix_ids)
-        with self.rt.decoder.steps(prep.prefix_ids, prep.suffix_ids, cfg, key, seed, should_stop, prep.first,
-                                   prep.bias) as steps:
-            t2 = time.perf_counter()
-            timings = {"tokenize": (t1 - t0) * 1e3, "context": (t2 - t1) * 1e3}
-            cut_line = single_line or cfg.line_stop
-            for step in steps:
-                ids = step.tokens.tolist()
-                text = _first_line(unheal(self.tokenizer.decode(ids), prep.healed), cut_line, single_line)
-                preview = _first_line(unheal(decode_preview(self.tokenizer, ids), prep.healed), cut_line,
-                                      single_line)
-                now = time.perf_counter()
-                timings["denoise"] = (now - t2) * 1e3
-                timings["total"] = (now - t0) * 1e3
-                yield Pass(step.index, text, step.masked, step.final, step.nfe, 0, 0, step.stop_reason,
-                           preview), timings
 
     # ------------------------------------------------------------------ document + cursor in, edit out
     def stream_complete(self, text: str, offset: int, language: str = "python",
@@ -251,8 +207,9 @@ class Engine:
         answer is replaced by none (with the reason) when the show gate estimates it less likely to be accepted
         (``gate``): 0 (the default) shows every answer, as an explicit request wants; None applies the engine's
         fitted threshold, as an editor does for the suggestions it shows while the user types."""
-        for p, (_, t) in self._document(text, offset, language, selection, max_tokens, seed, should_stop,
-                                        overrides, mode, repair, uri, related, show_threshold=show_threshold):
+        for p, (_, t) in holes.document_passes(self.rt, text, offset, language, selection, max_tokens, seed,
+                                               should_stop, overrides, mode, repair, uri, related,
+                                               show_threshold=show_threshold):
             yield replace(p, timings=t) if p.final else p
 
     def complete(self, text: str, offset: int, language: str = "python",
@@ -262,29 +219,12 @@ class Engine:
                  **overrides: Any) -> Completion:
         """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]`` (``stream_complete``
         documents the arguments)."""
-        last = deque(self._document(text, offset, language, selection, max_tokens, seed, None, overrides, mode,
-                                    repair, uri, related, stream=False, show_threshold=show_threshold), maxlen=1)
+        last = deque(holes.document_passes(self.rt, text, offset, language, selection, max_tokens, seed, None,
+                                           overrides, mode, repair, uri, related, stream=False,
+                                           show_threshold=show_threshold), maxlen=1)
         p, (kind, t) = last[0]
         return Completion(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason, self.rt.count_tokens(p.text), t,
                           p.start, p.end, kind, p.source, p.reason, p.score, p.estimate)
-
-    def _document(self, text: str, offset: int, language: str, selection: tuple[int, int] | None,
-                  max_tokens: int | None, seed: int, should_stop: Callable[[], bool] | None,
-                  overrides: dict[str, Any], mode: str, do_repair: bool | int, uri: str | None,
-                  related: list[str] | None = None, stream: bool = True,
-                  show_threshold: float | None = 0.0) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
-        """Plan, denoise, post-process, check and repair; yields every pass with (span kind, timings so far).
-        ``stream=False``: only the passes that end a round (the caller wants the last one). The final pass goes
-        through the show gate (``show_threshold``)."""
-        t0 = time.perf_counter()
-        dp = self.plan_document(text, offset, language, selection, max_tokens, mode, do_repair, uri, related,
-                                **overrides)
-        timings = {**dp.timings, "repair": 0.0}
-        for p in rounds.document_passes(self.rt, dp, seed, should_stop, timings, stream):
-            if p.final and mode == "insert":
-                p = self.rt.gated(p, dp, show_threshold)
-            timings["total"] = (time.perf_counter() - t0) * 1e3
-            yield p, (dp.plan.kind, dict(timings))
 
     def plan_document(self, text: str, offset: int, language: str = "python",
                       selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
@@ -358,11 +298,3 @@ class Engine:
         self.rt.syntax.close(uri)
         self.rt.contexts.take(("uri", uri))
 
-
-def _first_line(text: str, cut: bool, drop_newline: bool) -> str:
-    """With ``cut``: ``text`` up to its first newline (a completion drops the newline; a line-stopped infill
-    keeps it)."""
-    nl = text.find("\n") if cut else -1
-    if nl < 0:
-        return text
-    return text[:nl] if drop_newline else text[: nl + 1]

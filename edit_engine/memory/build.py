@@ -56,7 +56,7 @@ MAX_FILE_BYTES = 400_000
 
 
 def _benchmark_exclusions() -> set[str]:
-    """Package names of the evaluation sets under ``benchmarks/`` (``Source(...)`` / ``Package(...)``)."""
+    """Package names of the evaluation sets under ``benchmarks/`` (``Package(...)`` calls and ``typing_sources.toml``)."""
     names: set[str] = set()
     for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
         for fname in ("typing_set.py", "real_code_set.py"):
@@ -64,6 +64,9 @@ def _benchmark_exclusions() -> set[str]:
             if f.is_file():
                 text = f.read_text(errors="replace")
                 names |= set(re.findall(r"""\b(?:Source|Package)\(\s*["']([^"']+)["']""", text))
+        table = root / "benchmarks" / "typing_sources.toml"
+        if table.is_file():
+            names |= {row["name"] for row in tomllib.loads(table.read_text()).get("source", [])}
     return names
 
 

@@ -31,6 +31,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from edit_engine import kernels
+from edit_engine.model import context_cache
+from edit_engine.model.context_cache import ContextCache
 
 # Token kinds of the layout (an int8 tensor beside the token ids).
 ABSENT, PREFIX, SUFFIX, CANVAS = 0, 1, 2, 3
@@ -148,55 +150,6 @@ def project(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     if isinstance(layer, nn.Linear):
         return kernels.linear(x, layer.weight)
     return layer(x)  # type: ignore[no-any-return]
-
-
-@dataclass
-class ContextCache:
-    """Keys and values of the context for every layer, with room for the canvas after them.
-
-    k[i], v[i]: (B, H, L + C_max, hd), context rows [0, L) written once, canvas rows rewritten every pass.
-    key_valid: (B, L + C_max) bool. canvas_start: (B,) int64, the rotary position of canvas slot 0 (= P).
-    """
-
-    k: list[torch.Tensor]
-    v: list[torch.Tensor]
-    key_valid: torch.Tensor
-    canvas_start: torch.Tensor
-    ctx_len: int
-    capacity: int  # canvas slots allocated after the context
-    # Kept by ``DiffusionLM.edit_context`` (batch of one), which may also leave spare rows after the canvas:
-    prefix_len: int = -1  # prefix rows [0, prefix_len), suffix rows [prefix_len, ctx_len); -1: not tracked
-    suffix_k: list[torch.Tensor] | None = None  # per layer (1, H, S, hd): the suffix keys before rotation
-    # (keep, tokens): prefix rows [keep, keep + len(tokens)) not computed yet; the next canvas pass computes them
-    # with the canvas (``DiffusionLM.edit_context(defer=True)``, ``canvas_hidden``).
-    pending: tuple[int, list[int]] | None = None
-
-    @property
-    def batch(self) -> int:
-        return int(self.key_valid.shape[0])
-
-    def repeat(self, rows: int, capacity: int) -> ContextCache:
-        """``rows`` copies of this batch-of-one context, with room for ``capacity`` canvas slots: many canvases
-        scored against one context in one pass (copy proposals). The context rows are copied (a few MB at
-        most); this cache is left as it was."""
-        if self.batch != 1:
-            raise ValueError("repeat takes a batch-of-one context")
-        if self.pending is not None:
-            raise ValueError("repeat needs every context row computed (a deferred append is pending)")
-        L = self.ctx_len
-        pad = torch.zeros(rows, self.k[0].shape[1], capacity, self.k[0].shape[3], device=self.k[0].device,
-                          dtype=self.k[0].dtype)
-        k = [torch.cat([t[:, :, :L].repeat(rows, 1, 1, 1), pad], 2) for t in self.k]
-        v = [torch.cat([t[:, :, :L].repeat(rows, 1, 1, 1), pad], 2) for t in self.v]
-        valid = torch.ones(rows, L + capacity, dtype=torch.bool, device=self.key_valid.device)
-        valid[:, :L] = self.key_valid[:, :L]
-        return ContextCache(k, v, valid, self.canvas_start.repeat(rows), L, capacity)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the buffers (keys, values, spare rows, unrotated suffix keys, the key mask)."""
-        kv = sum(t.numel() * t.element_size() for t in (*self.k, *self.v, *(self.suffix_k or ())))
-        return kv + self.key_valid.numel() * self.key_valid.element_size()
 
 
 class DiffusionLM(nn.Module):
@@ -371,7 +324,7 @@ class DiffusionLM(nn.Module):
         if c > cache.capacity:
             raise ValueError(f"canvas of {c} slots exceeds the cache's capacity {cache.capacity}")
         if cache.pending is not None:
-            return _pending_and_canvas(self, canvas, cache)
+            return context_cache.pending_and_canvas(self, canvas, cache)
         L = cache.ctx_len
         pos = cache.canvas_start.unsqueeze(-1) + torch.arange(c, device=canvas.device)  # (B, C)
         valid = cache.key_valid[:, : L + c]
@@ -387,165 +340,18 @@ class DiffusionLM(nn.Module):
     @torch.no_grad()
     def edit_context(self, cache: ContextCache, keep: int, append: list[int], suffix: list[int] | None = None,
                      capacity: int | None = None, defer: bool = False) -> torch.Tensor:
-        """Edit a batch-of-one context cache in place: keep its first ``keep`` prefix tokens, append
-        ``append`` after them, and either move the suffix behind the new prefix (``suffix=None``) or replace
-        it with ``suffix`` (token ids, recomputed). ``capacity`` raises the canvas room. Returns the final
-        hidden states of the appended tokens, (1, n, D): for a causal LM, the features that predict the next
-        token. ``defer``: leave the appended rows pending (``ContextCache.pending``; returns (1, 0, D)): the
-        next canvas pass computes them with the canvas, in one forward instead of two (what a keystroke's
-        first pass waits for). A pending append left by an earlier edit is folded into this one.
-
-        Exact, by the layout: a prefix key depends only on the prefix tokens up to it (causal), so rows
-        [0, keep) stay valid whatever follows them, and the appended rows attend causally to the kept and
-        appended keys as in a full ``encode_context`` (equal up to float summation order). The suffix sits
-        at P + ``max_canvas`` (P = prefix length), so a new P moves it. A replaced suffix is recomputed at its
-        new positions. A moved one keeps its values and re-rotates its keys, stored unrotated: the same
-        function (attention inside the suffix depends only on relative positions) but not the same rounding, as
-        rotary angles are fp32 (pos * freq; the ulp at 1,300 rad is 1.2e-4): from the second layer on its
-        keys and values differ from a full encode by about 1e-5 relative. Measured with the packaged model
-        (P = 1,000, S = 256, 3 tokens appended): canvas logits (magnitude 12) within 8e-6 of a full encode
-        when moved and 6e-6 when recomputed, the same arg-max; moving costs a copy, recomputing a forward pass
-        over the suffix (about a fifth of a full encode there). The engine moves an unchanged suffix.
-
-        The canvas rows past ``ctx_len`` are scratch: every pass writes them before it reads them. The buffers
-        grow with spare rows (amortised, for token-by-token decoding); the caller owns the cache exclusively.
-        """
-        if cache.batch != 1:
-            raise ValueError(f"edit_context needs a batch of one, got {cache.batch}")
-        self._track(cache)
-        p_old, s_old = cache.prefix_len, cache.ctx_len - cache.prefix_len
-        if not 0 <= keep <= p_old:
-            raise ValueError(f"keep={keep} outside the cached prefix of {p_old} tokens")
-        keep, append = _fold_pending(cache, keep, append)
-        n = len(append)
-        p_new = keep + n
-        s_new = s_old if suffix is None else len(suffix)
-        cap = max(cache.capacity, capacity or 0)
-        _reserve(cache, p_new + s_new + cap)
-        dev, mc = self.device, self.cfg.max_canvas
-        if suffix is None and s_old and p_new != p_old:  # move: values copied, keys re-rotated from unrotated
-            assert cache.suffix_k is not None
-            pos = p_new + mc + torch.arange(s_old, device=dev).unsqueeze(0)  # (1, S)
-            # Every layer's keys in one rotation, every layer's values in one copy (the rows may overlap).
-            keys = self._rotate(torch.cat(cache.suffix_k), pos)
-            values = torch.cat([v[:, :, p_old : p_old + s_old] for v in cache.v])
-            for i in range(len(cache.k)):
-                cache.v[i][:, :, p_new : p_new + s_old] = values[i : i + 1]
-                cache.k[i][:, :, p_new : p_new + s_old] = keys[i : i + 1]
-        h = torch.zeros(1, 0, self.cfg.d_model, device=dev, dtype=self.embed.weight.dtype)
-        if n and defer:
-            cache.pending = (keep, list(append))
-        elif n:
-            x = self.embed(torch.tensor([append], device=dev))  # (1, n, D)
-            pos = torch.arange(keep, p_new, device=dev).unsqueeze(0)  # (1, n)
-            causal = torch.arange(p_new, device=dev).unsqueeze(0) <= pos.transpose(0, 1)  # (n, P_new)
-
-            def attend_prefix(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-                cache.k[i][:, :, keep:p_new] = k
-                cache.v[i][:, :, keep:p_new] = v
-                return F.scaled_dot_product_attention(
-                    q, cache.k[i][:, :, :p_new], cache.v[i][:, :, :p_new], attn_mask=causal)
-
-            h = self._run(x, pos, attend_prefix)
-        if suffix is not None and suffix:  # replace: recompute at the new positions (suffix sees only itself)
-            x = self.embed(torch.tensor([suffix], device=dev))
-            pos = p_new + mc + torch.arange(s_new, device=dev).unsqueeze(0)
-            raw: list[torch.Tensor] = []
-
-            def attend_suffix(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-                cache.k[i][:, :, p_new : p_new + s_new] = k
-                cache.v[i][:, :, p_new : p_new + s_new] = v
-                raw.append(self._rotate(k, pos, inverse=True))
-                return F.scaled_dot_product_attention(q, k, v)
-
-            self._run(x, pos, attend_suffix)
-            cache.suffix_k = raw
-        elif suffix is not None:
-            cache.suffix_k = None
-        cache.prefix_len, cache.ctx_len, cache.capacity = p_new, p_new + s_new, cap
-        cache.canvas_start = torch.full((1,), p_new, dtype=torch.long, device=dev)
-        return h
+        """Edit a batch-of-one context cache in place (``context_cache.edit`` documents it): keep its first
+        ``keep`` prefix tokens, append ``append``, move the suffix or replace it with ``suffix``. Returns the
+        appended tokens' final hidden states, (1, n, D); ``defer`` leaves them pending for the next pass."""
+        return context_cache.edit(self, cache, keep, append, suffix, capacity, defer)
 
     @torch.no_grad()
     def extend_prefix(self, cache: ContextCache, tokens: list[int]) -> torch.Tensor:
         """Append prefix tokens to a batch-of-one cache in place (the suffix moves; see ``edit_context``).
         Returns the final hidden states of the new tokens, (1, n, D)."""
-        self._track(cache)
+        context_cache.track(self, cache)
         return self.edit_context(cache, cache.prefix_len, tokens)
-
-    def _track(self, cache: ContextCache) -> None:
-        """Start tracking a cache made by ``encode_context``: its prefix length and unrotated suffix keys."""
-        if cache.prefix_len >= 0:
-            return
-        if cache.batch != 1:
-            raise ValueError(f"incremental edits need a batch of one, got {cache.batch}")
-        p = int(cache.canvas_start[0])  # one host read, when a cache is first edited
-        s = cache.ctx_len - p
-        cache.prefix_len = p
-        if s:
-            pos = p + self.cfg.max_canvas + torch.arange(s, device=self.device).unsqueeze(0)
-            # The inverse rotation with the very tables that rotated them (one rounding, no angle error).
-            cache.suffix_k = [self._rotate(k[:, :, p : p + s], pos, inverse=True) for k in cache.k]
 
     def _rotate(self, k: torch.Tensor, pos: torch.Tensor, inverse: bool = False) -> torch.Tensor:
         """Rotary on keys laid out (N, H, T, hd) at positions (1, T); ``inverse`` undoes it."""
-        cos, sin = kernels.rotary_tables(pos, self.cfg.head_dim, self.cfg.rope_theta)  # (1, T, hd/2)
-        if inverse:
-            sin = -sin
-        kt = k.transpose(1, 2)  # (1, T, H, hd)
-        _, out = kernels.apply_rotary(kt, kt, cos.to(k.dtype), sin.to(k.dtype))
-        return out.transpose(1, 2)
-
-
-def _pending_and_canvas(model: DiffusionLM, canvas: torch.Tensor, cache: ContextCache) -> torch.Tensor:
-    """``canvas_hidden`` when prefix rows are pending: one forward over those rows and the canvas. A pending
-    row attends causally to the prefix (as ``edit_context`` would have run it); a canvas row to every context
-    row and the canvas (as ``canvas_hidden``): each row's arithmetic is what the two passes would do, in one
-    pass's worth of per-op overhead. Returns the canvas rows' hidden states."""
-    assert cache.pending is not None
-    keep, toks = cache.pending
-    n, c, L = len(toks), canvas.shape[1], cache.ctx_len
-    dev = canvas.device
-    x = model.embed(torch.cat([torch.tensor([toks], device=dev), canvas], 1))  # (1, n + C, D)
-    pos = torch.cat([torch.arange(keep, keep + n, device=dev),
-                     cache.canvas_start[0] + torch.arange(c, device=dev)]).unsqueeze(0)
-    keys = torch.arange(L + c, device=dev)
-    mask = torch.cat([keys.unsqueeze(0) <= pos[0, :n].unsqueeze(1),  # pending rows: causal in the prefix
-                      cache.key_valid[:, : L + c].expand(c, -1)])  # canvas rows: every valid key
-    mask = mask.view(1, 1, n + c, L + c)
-
-    def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        cache.k[i][:, :, keep : keep + n] = k[:, :, :n]
-        cache.v[i][:, :, keep : keep + n] = v[:, :, :n]
-        cache.k[i][:, :, L : L + c] = k[:, :, n:]
-        cache.v[i][:, :, L : L + c] = v[:, :, n:]
-        return F.scaled_dot_product_attention(q, cache.k[i][:, :, : L + c], cache.v[i][:, :, : L + c],
-                                              attn_mask=mask)
-
-    h = model._run(x, pos, attend)
-    cache.pending = None
-    return h[:, n:]
-
-
-def _fold_pending(cache: ContextCache, keep: int, append: list[int]) -> tuple[int, list[int]]:
-    """An edit of a cache with a pending append: the rows to (re)compute, from where, so that the pending
-    rows it keeps are computed too; clears ``pending``."""
-    if cache.pending is None:
-        return keep, append
-    k0, toks0 = cache.pending
-    cache.pending = None
-    return (k0, toks0[: keep - k0] + list(append)) if keep > k0 else (keep, append)
-
-
-def _reserve(cache: ContextCache, rows: int) -> None:
-    """Grow a batch-of-one cache's buffers to hold ``rows`` rows, with spare rows for later growth."""
-    if rows <= cache.key_valid.shape[1]:  # (a batch of one has no padding: every row is a valid key)
-        return
-    new = rows + max(64, rows // 4)  # spare rows: amortised growth for token-by-token decoding
-    L = cache.ctx_len
-    for buf in (cache.k, cache.v):
-        for i, t in enumerate(buf):
-            grown = torch.zeros(1, t.shape[1], new, t.shape[3], device=t.device, dtype=t.dtype)
-            grown[:, :, :L] = t[:, :, :L]
-            buf[i] = grown
-    cache.key_valid = torch.ones(1, new, dtype=torch.bool, device=cache.key_valid.device)
+        return context_cache.rotate(self, k, pos, inverse)
