@@ -15,6 +15,7 @@ NEXT_EDIT = "editEngine/nextEdit"  # request: the change that follows the user's
 PASS = "editEngine/pass"  # notification: one refinement pass of a request in flight
 CANCEL = "$/cancelRequest"  # notification: {id}
 ACCEPTED = "editEngine/accepted"  # notification from the client: telemetry (accept / partial accept)
+INDEXED = "editEngine/indexed"  # notification: the memory's workspace index ended its walk or counted a changed file
 # workspace/executeCommand: apply a proposed next edit (the server sends it back as workspace/applyEdit)
 APPLY_NEXT_EDIT_COMMAND = "editEngine.applyNextEdit"
 

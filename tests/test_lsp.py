@@ -64,7 +64,12 @@ class Session:
         self.capabilities = types.ServerCapabilities()
         self.passes: dict[Any, list[dict[str, Any]]] = {}
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.indexed: asyncio.Queue[dict[str, Any]] = asyncio.Queue()  # editEngine/indexed
         self._ids = 0
+
+        @client.feature("editEngine/indexed")
+        def on_indexed(params: Any) -> None:
+            self.indexed.put_nowait(plain(params))
 
         @client.feature("editEngine/pass")
         def on_pass(params: Any) -> None:
@@ -108,10 +113,10 @@ class Session:
 
 
 async def start(tmp: Path, init: dict[str, Any] | None, encodings: list[str] | None = None,
-                args: tuple[str, ...] = ()) -> Session:
+                args: tuple[str, ...] = (), root: Path | None = None) -> Session:
     log_file = tmp / "server.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "XDG_CACHE_HOME": str(tmp / "cache")}
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "edit_engine.lsp", "--threads", "1",
                         "--log-file", str(log_file), *args],
@@ -125,7 +130,9 @@ async def start(tmp: Path, init: dict[str, Any] | None, encodings: list[str] | N
             inline_completion=types.InlineCompletionClientCapabilities(),
             completion=types.CompletionClientCapabilities()))
     result = await asyncio.wait_for(client.initialize_session(
-        types.InitializeParams(capabilities=caps, initialization_options=init)), DEADLINE)
+        types.InitializeParams(capabilities=caps, initialization_options=init, root_uri=root.as_uri() if root else None,
+                               workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)]
+                               if root else None)), DEADLINE)
     session.capabilities = result.capabilities
     return session
 

@@ -8,8 +8,10 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers import plain
 from lsprotocol import types
 from test_lsp import DEADLINE, pos, start, stop
 
@@ -117,5 +119,53 @@ async def test_a_line_found_only_in_a_sibling_file_is_proposed(tmp_path: Path) -
         text = items[0].insert_text
         assert isinstance(text, str) and text.strip() == "data = json.load(f)", text
         assert "related: 1 documents" in s.log_file.read_text()
+    finally:
+        await stop(s)
+
+
+async def _invoke(s: Any, uri: str, doc: str, at: int) -> str:
+    result = await asyncio.wait_for(s.client.text_document_inline_completion_async(types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=pos(doc, at),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked))), DEADLINE)
+    items = result.items if isinstance(result, types.InlineCompletionList) else result
+    assert items, result
+    text = items[0].insert_text
+    assert isinstance(text, str)
+    return text
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_the_workspace_index_feeds_drafts_and_follows_saves(tmp_path: Path) -> None:
+    """A name defined only in a file two folders away (never opened, not beside the document) is drafted once
+    the server says it has indexed the workspace; a function added to that file and saved is drafted after the
+    server says it counted the file again."""
+    ws = tmp_path / "proj"
+    (ws / "lib" / "geometry").mkdir(parents=True)
+    (ws / "app").mkdir()
+    shapes = write(ws / "lib" / "geometry" / "shapes.py",
+                   "def frobnicate_widget_area(width, height):\n    return width * height\n\n\n"
+                   + "print(frobnicate_widget_area(3, 4))\n" * 3)
+    doc = "import os\n\n\nresult = frobnicate_"
+    main = write(ws / "app" / "main.py", doc)
+    s = await start(tmp_path, {"memory": True, "showThreshold": 0}, root=ws)
+    try:
+        walked = await asyncio.wait_for(s.indexed.get(), DEADLINE)
+        assert walked["event"] == "walked" and walked["files"] >= 2, walked
+        status = plain(await s.request("editEngine/status", {}))
+        assert status["indexing"] is False and status["indexed"]["files"] >= 2, status
+        s.open(main.as_uri(), doc)  # its copy on disk is left out of the index from now on (the editor's is newer)
+        opened = await asyncio.wait_for(s.indexed.get(), DEADLINE)
+        assert opened == {"event": "changed", "path": str(main)}, opened
+        assert (await _invoke(s, main.as_uri(), doc, len(doc))).startswith("widget_area")
+        write(shapes, shapes.read_text() + "\n\ndef zorblify_gadget_volume(depth):\n    return depth\n")
+        s.client.text_document_did_save(types.DidSaveTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=shapes.as_uri())))
+        changed = await asyncio.wait_for(s.indexed.get(), DEADLINE)
+        assert changed == {"event": "changed", "path": str(shapes)}, changed
+        other = write(ws / "app" / "other.py", "value = zorblify_")
+        s.open(other.as_uri(), other.read_text())
+        assert (await _invoke(s, other.as_uri(), "value = zorblify_", len("value = zorblify_"))).startswith(
+            "gadget_volume")
     finally:
         await stop(s)

@@ -451,6 +451,30 @@ def test_accept_line_takes_the_first_line_after_a_leading_newline(nvim_session: 
 
 
 @pytest.mark.slow
+def test_accept_word_takes_the_next_word_and_keeps_the_rest(nvim_session: Any) -> None:
+    """<M-Right> accepts one word at a time (blanks before it included; punctuation runs are words, as for
+    Vim's ``w``); the rest stays shown and <C-l> takes it; the key types itself when nothing is shown."""
+    nv = nvim_session(answers=["total = fib(n - 1) + fib(n - 2)"])
+    nv.open("fib.py", FIB)
+    nv.insert_at_end_of(4)
+    assert nv.suggest()["ghost"] == "total = fib(n - 1) + fib(n - 2)"
+    taken = []
+    for _ in range(4):
+        nv.keys("<M-Right>")
+        taken.append(nv.lua(f"return {LINES}")[3])
+    assert taken == ["    total", "    total =", "    total = fib", "    total = fib("]
+    assert nv.lua(f"return {STATE}.ghost") == "n - 1) + fib(n - 2)"
+    assert nv.lua(f"return {CURSOR}") == [4, len("    total = fib(")]
+    nv.wait_screen(lambda f: nv.screen.text(f, 3).rstrip() == "    total = fib(n - 1) + fib(n - 2)",
+                   "the accepted words followed by the rest of the suggestion")
+    nv.keys("<C-l>")
+    assert nv.lua(f"return {LINES}")[3] == "    total = fib(n - 1) + fib(n - 2)"
+    assert nv.lua(f"return {STATE}") is None
+    nv.keys("<M-Right>")  # nothing shown: the key's own meaning (a word to the right; here the line's end)
+    assert nv.lua(f"return {LINES}")[3] == "    total = fib(n - 1) + fib(n - 2)"
+
+
+@pytest.mark.slow
 def test_multiline_suggestion_on_the_last_screen_row_scrolls_into_view(nvim_session: Any) -> None:
     # 6 screen rows: a 4-row window (then the status line and the command line); FIB's line 4 is the last row.
     # The server's answer is scripted: a two-line suggestion, whatever the model would say here.

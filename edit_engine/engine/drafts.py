@@ -22,10 +22,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DraftPolicy:
-    """When a draft is shown. ``min_prob``: drafting stops at the first token below it; ``min_score``: the
-    whole draft's probability needed to show it; ``max_tokens``: the longest draft."""
+    """When a draft is shown. Each next token is the caches' best (document, open documents, workspace:
+    every tier but the background) when they give it at least ``local_prob``, else the best of all tiers
+    mixed when that is at least ``min_prob``; drafting stops at the first token that is neither.
+    ``min_score``: the whole draft's probability needed to show it; ``max_tokens``: the longest draft.
+    Chosen on the typing replay's dev split (docs/results.md)."""
 
-    min_prob: float = 0.5
+    min_prob: float = 0.7
+    local_prob: float | None = 0.6
     min_score: float = 0.0
     min_chars: int = 2
     max_tokens: int = 24
@@ -113,7 +117,7 @@ def draft_at(memory: Memory, text: str, offset: int, language: str, uri: str | N
         key = f"cursor:{uri}"
         memory.observe(key, head[: head.rfind("\n") + 1] + (rest[nl + 1 :] if nl >= 0 else ""), language)
     d = memory.draft(text[:offset], text[offset:], language, key, max_tokens=policy.max_tokens,
-                     min_prob=policy.min_prob)
+                     min_prob=policy.min_prob, local_prob=policy.local_prob)
     if d is None or len(d.text.strip()) < policy.min_chars or d.score < policy.min_score:
         return None
     if _repeats_next_line(text[:offset], d.text, text[offset:]):

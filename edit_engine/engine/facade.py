@@ -44,6 +44,7 @@ from edit_engine.engine.holes import Prepared
 from edit_engine.engine.results import Completion, InfillResult, Pass
 from edit_engine.engine.runtime import Runtime
 from edit_engine.memory import Memory
+from edit_engine.memory.indexer import Indexer
 from edit_engine.model import checkpoint
 from edit_engine.model.interfaces import CanvasModel, TextTokenizer
 from edit_engine.syntax import trees as syntax
@@ -292,6 +293,18 @@ class Engine:
         (``drafts.set_workspace``); nothing without a memory."""
         if self.rt.memory is not None:
             drafts.set_workspace(self.rt.memory, files, language)
+
+    def index_workspace(self, roots: list[str], focus: tuple[str, ...] = (), packages: bool = False,
+                        cache_dir: str | Path | None = None,
+                        on_event: Callable[[dict[str, object]], None] | None = None) -> Indexer | None:
+        """Start counting the source files under ``roots`` (the ones nearest the ``focus`` folders first) and,
+        with ``packages``, those of the packages they import, into the memory of code on a background thread
+        (``memory.indexer``, which calls ``on_event`` when its walk ends and when it counted a changed file); the
+        indexer, or None without a memory."""
+        if self.rt.memory is None:
+            return None
+        return Indexer(self.rt.memory, roots, focus, packages=packages, cache_dir=cache_dir,
+                       on_event=on_event).start()
 
     def close_document(self, uri: str) -> None:
         """Forget what is cached for ``uri``: its syntax tree and its encoded context (an editor closed it)."""

@@ -600,8 +600,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not hand the case's package (its other files) to the suggester as the workspace")
     parser.add_argument("--show-threshold", type=float, default=None,
                         help="the engine's show threshold (default: the fitted one; 0 shows every answer)")
-    parser.add_argument("--draft", default=None, metavar="MIN_PROB,MIN_SCORE",
-                        help="the draft policy's thresholds (default: the engine's)")
+    parser.add_argument("--draft", default=None, metavar="MIN_PROB,MIN_SCORE[,LOCAL_PROB]",
+                        help="the draft policy's thresholds, LOCAL_PROB a number or none (default: the engine's)")
     parser.add_argument("--record", default=None, metavar="PATH",
                         help="write every shown suggestion of the line mode as JSON lines (what the gate is fitted on)")
     parser.add_argument("--model", default=None, help="checkpoint directory (default: the packaged model)")
@@ -620,8 +620,9 @@ def make_suggester(fill: str, model: str | None = None, threads: int | None = No
     if draft:
         from edit_engine.engine.drafts import DraftPolicy
 
-        min_prob, min_score = (float(x) for x in draft.split(","))
-        policy = DraftPolicy(min_prob=min_prob, min_score=min_score)
+        parts = draft.split(",")
+        local = DraftPolicy().local_prob if len(parts) < 3 else None if parts[2] == "none" else float(parts[2])
+        policy = DraftPolicy(min_prob=float(parts[0]), min_score=float(parts[1]), local_prob=local)
     if fill == "none":
         return none_suggester(), lambda: None
     if fill == "memory":

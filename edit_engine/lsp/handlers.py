@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import (
@@ -46,13 +46,16 @@ from pygls.lsp.server import LanguageServer
 
 from edit_engine import Engine, Pass, protocol
 from edit_engine.engine import NextEdit
+from edit_engine.lsp import indexing, transport
 from edit_engine.lsp import settings as settings_mod
-from edit_engine.lsp import transport
 from edit_engine.lsp.documents import Document, apply_change
 from edit_engine.lsp.rpc import Protocol
 from edit_engine.lsp.settings import Settings
 from edit_engine.lsp.workspace import Workspace
 from edit_engine.syntax.positions import ENCODINGS, Encoding
+
+if TYPE_CHECKING:
+    from edit_engine.memory.indexer import Indexer
 
 __all__ = ["Document", "EditEngineServer", "apply_change"]
 
@@ -120,6 +123,8 @@ class EditEngineServer(LanguageServer):
         self.settings = settings or Settings()
         self.documents: dict[str, Document] = {}
         self.workspace_files = Workspace()  # files beside the open documents, sent as related code
+        self.roots: list[str] = []  # the workspace folders (``initialize``), indexed for the memory of code
+        self.indexer: Indexer | None = None  # ``lsp.indexing``
         self.inflight: dict[str, asyncio.Task[Any]] = {}  # fills (inline completion, completion, infill)
         self.inflight_edits: dict[str, asyncio.Task[Any]] = {}  # next-edit requests
         self.early: dict[str, Early] = {}  # fills started on a keystroke, by document (``start_early``)
@@ -142,6 +147,7 @@ class EditEngineServer(LanguageServer):
         try:
             return transport.run_stdio(self.protocol, stdin, stdout)
         finally:
+            indexing.stop(self)
             self.model_thread.shutdown(wait=False, cancel_futures=True)
 
     def start_tcp(self, host: str, port: int) -> int:  # type: ignore[override]
@@ -149,6 +155,7 @@ class EditEngineServer(LanguageServer):
         try:
             return transport.run_tcp(self.protocol, host, port)
         finally:
+            indexing.stop(self)
             self.model_thread.shutdown(wait=False, cancel_futures=True)
 
     def submit_model(self, fn: Callable[..., T], *args: Any) -> Future[T]:
@@ -226,6 +233,7 @@ class EditEngineServer(LanguageServer):
                     self.log_message(logging.ERROR, f"cannot load the model: {e}")
                     raise JsonRpcInternalError(f"cannot load the model: {e}") from e
                 self._engine_path = path
+                indexing.start(self)
                 log.info("loaded model %s (%s) in %.0f ms", path or "(packaged)", self._engine.dtype,
                          (time.perf_counter() - t0) * 1e3)
             return self._engine
@@ -262,6 +270,7 @@ def did_open(ls: EditEngineServer, params: types.DidOpenTextDocumentParams) -> N
     lang = LANGUAGE_IDS.get(td.language_id, td.language_id)
     ls.documents[td.uri] = doc = Document(td.uri, td.text, td.version, lang)
     ls.unknown.discard(td.uri)
+    indexing.opened(ls, td.uri)
     ls.check_size(doc)
 
 
@@ -332,6 +341,7 @@ async def _early_fill(ls: EditEngineServer, doc: Document, offset: int, tap: Tap
 
 def did_close(ls: EditEngineServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.documents.pop(params.text_document.uri, None)
+    indexing.closed(ls, params.text_document.uri)
     ls.too_large.discard(params.text_document.uri)
     if ls.loaded_engine is not None:
         ls.loaded_engine.close_document(params.text_document.uri)
@@ -348,6 +358,7 @@ def did_close(ls: EditEngineServer, params: types.DidCloseTextDocumentParams) ->
 # ---------------------------------------------------------------------------------------------- settings
 def initialize(ls: EditEngineServer, params: types.InitializeParams) -> None:
     ls.apply_settings(params.initialization_options)
+    ls.roots = indexing.roots_of(params)
 
 
 async def initialized(ls: EditEngineServer, params: types.InitializedParams) -> None:
@@ -356,10 +367,14 @@ async def initialized(ls: EditEngineServer, params: types.InitializedParams) -> 
         await ls.engine()
     except Exception:  # already logged and shown to the user; requests will say it again
         pass
+    await indexing.watch(ls)
 
 
 def did_change_configuration(ls: EditEngineServer, params: types.DidChangeConfigurationParams) -> None:
+    before = (ls.settings.workspace_index, ls.settings.installed_packages)
     ls.apply_settings(params.settings)
+    if (ls.settings.workspace_index, ls.settings.installed_packages) != before:
+        indexing.start(ls)
 
 
 def accepted(ls: EditEngineServer, params: Any) -> None:
@@ -371,7 +386,8 @@ def accepted(ls: EditEngineServer, params: Any) -> None:
 def status(ls: EditEngineServer, params: Any) -> dict[str, Any]:
     """``editEngine/status``: what the server holds and has in flight (cheap: counts only)."""
     return {"documents": len(ls.documents), "inflight": len(ls.inflight) + len(ls.inflight_edits), "modelJobs": ls.model_jobs,
-            "requests": len(ls.protocol._request_futures), "maxDocumentChars": protocol.MAX_DOCUMENT_CHARS}
+            "requests": len(ls.protocol._request_futures), "maxDocumentChars": protocol.MAX_DOCUMENT_CHARS,
+            **indexing.status(ls)}
 
 
 # ---------------------------------------------------------------------------------------------- the model

@@ -5,7 +5,8 @@ Capabilities: incremental text sync, ``textDocument/inlineCompletion`` (LSP 3.18
 notification ``editEngine/accepted`` (telemetry), and ``editEngine/pass`` notifications while denoising when
 the client sets ``initializationOptions.streamPasses``, the request ``editEngine/status`` (counts of open
 documents and of work in flight), the request ``editEngine/nextEdit`` and the command ``editEngine.applyNextEdit``
-(``workspace/executeCommand``; it sends the edit back as ``workspace/applyEdit``).
+(``workspace/executeCommand``; it sends the edit back as ``workspace/applyEdit``). ``didSave`` and
+``workspace/didChangeWatchedFiles`` keep the memory's workspace index up to date (``lsp.indexing``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from edit_engine import protocol
-from edit_engine.lsp import handlers
+from edit_engine.lsp import handlers, indexing
 from edit_engine.lsp.handlers import EditEngineServer
 from edit_engine.lsp.rpc import STATUS
 from edit_engine.lsp.settings import Settings
@@ -27,6 +28,8 @@ def create_server(settings: Settings | None = None) -> EditEngineServer:
     ls.feature(types.TEXT_DOCUMENT_DID_OPEN)(handlers.did_open)
     ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)(handlers.did_change)
     ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)(handlers.did_close)
+    ls.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))(indexing.did_save)
+    ls.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(indexing.did_change_watched_files)
     ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(handlers.did_change_configuration)
     # pygls only advertises inline completion when it is registered with options.
     ls.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())(handlers.inline_completion)

@@ -23,6 +23,7 @@ from .ngram import NgramCounts, witten_bell
 __all__ = ["Draft", "draft_tokens", "split_partial", "TOP_K"]
 
 TOP_K = 6
+GLOBAL_TIERS = ("packages", "background")  # what the code at hand did not write: never "local"
 _WORDISH = re.compile(r" ?\w+\Z|[ \t]+\Z")
 
 
@@ -112,10 +113,16 @@ def draft_tokens(
     max_tokens: int = 24,
     min_prob: float = 0.5,
     order_weight: float = 1.0,
+    local_prob: float | None = None,
 ) -> Draft | None:
-    """Draft the rest of the line after ``prefix``; ``None`` when not even one token is confident."""
+    """Draft the rest of the line after ``prefix``; ``None`` when not even one token is confident.
+
+    ``local_prob``: a token may also come from the caches alone (every tier but the background) when their
+    mix gives it at least this probability; it is tried first. The background is the best guess where the
+    text at hand says nothing, but mixed in everywhere it dilutes what the file itself repeats."""
     if not tiers:
         return None
+    local = [t for t in tiers if t[0] not in GLOBAL_TIERS] if local_prob is not None else []
     # Lex only the tail: tokens never cross a line start, so cutting at a newline is exact.
     cut = prefix.rfind("\n", 0, max(len(prefix) - 400, 0))
     tokens = tokenize(prefix[cut if cut > 0 else 0 :], language)
@@ -127,11 +134,15 @@ def draft_tokens(
     steps = 0
     while steps < max_tokens:
         steps += 1
-        ranked = _mix(tiers, context, partial, order_weight)
-        if not ranked:
-            break
-        tok, p, tier = ranked[0]
-        if p < min_prob or "\n" in tok or (stop_tok and tok.strip() == stop_tok[0].strip()):
+        ranked = _mix(local, context, partial, order_weight) if local else []
+        if ranked and local_prob is not None and ranked[0][1] >= local_prob:
+            tok, p, tier = ranked[0]
+        else:
+            ranked = _mix(tiers, context, partial, order_weight)
+            if not ranked or ranked[0][1] < min_prob:
+                break
+            tok, p, tier = ranked[0]
+        if "\n" in tok or (stop_tok and tok.strip() == stop_tok[0].strip()):
             break
         if partial and not tok.startswith(partial):
             break

@@ -244,12 +244,18 @@ class StaticNgrams:
 
 
 class DynamicNgrams:
-    """Mutable n-gram counts in dictionaries, for caches that change with every edit."""
+    """Mutable n-gram counts in dictionaries, for caches that change with every edit.
+
+    Compact for code, where most long contexts are seen once: a context is keyed by its tuple's hash (an int,
+    not the tuple), and a context followed by one token once holds that token itself (a shared string) instead
+    of a dictionary of counts; a total is kept only for contexts with a dictionary. About 3x less memory than
+    tuples and dictionaries throughout. Two contexts whose hashes collide (64 bits) would share counts.
+    """
 
     def __init__(self, order: int) -> None:
         self.order = order
-        self._follow: dict[tuple[str, ...], dict[str, int]] = {}
-        self._total: dict[tuple[str, ...], int] = {}
+        self._follow: dict[int, str | dict[str, int]] = {}
+        self._total: dict[int, int] = {}
         self.n_tokens = 0
 
     def update(self, tokens: Sequence[str], start: int, stop: int, sign: int) -> None:
@@ -261,41 +267,65 @@ class DynamicNgrams:
         for i in range(max(start, 0), stop):
             tok = tokens[i]
             for m in range(0, min(i, self.order - 1) + 1):
-                h = tuple(tokens[i - m : i])
-                d = follow.get(h)
-                if d is None:
-                    if sign < 0:
+                h = hash(tuple(tokens[i - m : i]))
+                v = follow.get(h)
+                if sign > 0:
+                    if v is None:
+                        follow[h] = tok
+                    elif type(v) is str:
+                        follow[h] = {v: 2} if v == tok else {v: 1, tok: 1}
+                        total[h] = 2
+                    else:
+                        v[tok] = v.get(tok, 0) + 1  # type: ignore[index,union-attr]
+                        total[h] += 1
+                elif v is None:
+                    continue
+                elif type(v) is str:
+                    if v == tok:
+                        del follow[h]
+                else:
+                    d: dict[str, int] = v  # type: ignore[assignment]
+                    c = d.get(tok, 0) - 1
+                    if c < 0:
                         continue
-                    d = follow[h] = {}
-                c = d.get(tok, 0) + sign
-                if c > 0:
-                    d[tok] = c
-                else:
-                    d.pop(tok, None)
-                t = total.get(h, 0) + sign
-                if t > 0:
-                    total[h] = t
-                else:
-                    total.pop(h, None)
-                    follow.pop(h, None)
+                    if c:
+                        d[tok] = c
+                    else:
+                        del d[tok]
+                    t = total[h] - 1
+                    if t == 1:  # one token seen once: back to the compact form
+                        follow[h] = next(iter(d))
+                        del total[h]
+                    elif t == 0:
+                        del follow[h], total[h]
+                    else:
+                        total[h] = t
         self.n_tokens += sign * max(stop - max(start, 0), 0)
 
     def stats(self, context: tuple[str, ...]) -> ContextStats | None:
-        t = self._total.get(context)
-        if not t:
+        h = hash(context)
+        v = self._follow.get(h)
+        if v is None:
             return None
-        return ContextStats(t, len(self._follow[context]))
+        if type(v) is str:
+            return ContextStats(1, 1)
+        return ContextStats(self._total[h], len(v))
 
     def counts(self, context: tuple[str, ...], tokens: Sequence[str]) -> list[int]:
-        d = self._follow.get(context)
-        if not d:
+        v = self._follow.get(hash(context))
+        if not v:
             return [0] * len(tokens)
-        return [d.get(t, 0) for t in tokens]
+        if type(v) is str:
+            return [int(t == v) for t in tokens]
+        return [v.get(t, 0) for t in tokens]  # type: ignore[union-attr]
 
     def top(self, context: tuple[str, ...], k: int, prefix: str = "") -> list[tuple[str, int]]:
-        d = self._follow.get(context)
-        if not d:
+        v = self._follow.get(hash(context))
+        if not v:
             return []
+        if type(v) is str:
+            return [(v, 1)] if v.startswith(prefix) else []
+        d: dict[str, int] = v  # type: ignore[assignment]
         items = [(t, c) for t, c in d.items() if t.startswith(prefix)] if prefix else list(d.items())
         items.sort(key=lambda tc: -tc[1])
         return items[:k]

@@ -11,8 +11,9 @@
 -- What the user sees and can do:
 --   * the suggestion is virtual text at the cursor (EditEngineGhost; placeholders EditEngineMask), the first
 --     line inline and the rest as virtual lines; the window scrolls so that those lines are on screen;
---   * the accept / accept-line / dismiss keys are mapped only while a suggestion is shown (and yield to the
---     popup menu), so they keep their built-in meaning otherwise; accepting is its own undo step;
+--   * the accept / accept-line / accept-word / dismiss keys are mapped only while a suggestion is shown (and
+--     yield to the popup menu), so they keep their built-in meaning otherwise; accepting is its own undo step;
+--     after a partial accept the rest stays shown (the server keeps it too: typing it asks for nothing new);
 --   * typing the suggestion's next characters keeps it (the rest stays shown, nothing is asked again);
 --     any other edit, or moving the cursor, cancels the request ($/cancelRequest) and clears it.
 --
@@ -33,6 +34,7 @@ M.ns = api.nvim_create_namespace("edit_engine")
 M.config = {
   accept_key = "<C-l>", -- insert mode, while a suggestion is shown: accept it
   accept_line_key = "<C-j>", -- ... accept up to the end of its first non-blank line (a partial accept)
+  accept_word_key = "<M-Right>", -- ... accept its next word (blanks before it included; a partial accept)
   dismiss_key = "<C-e>", -- ... cancel and clear
   trigger_key = "<C-g><C-g>", -- insert mode: ask now (leaves <C-g>u, <C-g>j, <C-g>k alone)
   auto = false, -- ask after every change in insert mode (debounced)
@@ -154,6 +156,13 @@ local function snapshot(bufnr, st)
 end
 
 -- Up to the end of the first line that is not blank: "\n    x = 1\n    y" -> "\n    x = 1".
+-- The next word of a suggestion, as Vim's `w` sees words: blanks, then a run of letters, digits and "_", or
+-- a run of other non-blank characters (or the blanks alone, or a newline, when nothing follows them on the line).
+local function first_word(text)
+  return text:match("^[ \t]*[%w_\128-\255]+") or text:match("^[ \t]*[^%w_\128-\255%s]+")
+    or text:match("^[ \t]*\n") or text:match("^%s+") or text
+end
+
 local function first_line(text)
   local s = text:find("%S")
   if not s then
@@ -219,6 +228,7 @@ local function install_keys(bufnr)
   for _, spec in ipairs({
     { M.config.accept_key, "accept" },
     { M.config.accept_line_key, "accept_line" },
+    { M.config.accept_word_key, "accept_word" },
     { M.config.dismiss_key, "dismiss" },
   }) do
     local key, action = spec[1], spec[2]
@@ -252,6 +262,8 @@ function M._act(bufnr, action)
     M.accept(bufnr)
   elseif action == "accept_line" then
     M.accept(bufnr, true)
+  elseif action == "accept_word" then
+    M.accept(bufnr, "word")
   else
     M.cancel(bufnr)
   end
@@ -581,9 +593,10 @@ local function report_accepted(bufnr, client, row, col, report)
   client:notify("editEngine/accepted", report)
 end
 
---- Apply the suggestion (or up to the end of its first non-blank line) as an edit, as its own undo step.
---- After a partial accept the rest stays shown. Returns true if something was inserted.
-function M.accept(bufnr, first_line_only)
+--- Apply the suggestion (or, with `part` true, up to the end of its first non-blank line; with "word", its
+--- next word) as an edit, as its own undo step. After a partial accept the rest stays shown. Returns true if
+--- something was inserted.
+function M.accept(bufnr, part_of)
   bufnr = resolve(bufnr)
   local st = reconcile(bufnr)
   local has_text = st and st.ghost and st.ghost ~= "" and st.row
@@ -592,7 +605,10 @@ function M.accept(bufnr, first_line_only)
     return false -- nothing shown, or its client is gone
   end
   local ghost = st.ghost
-  local part = (first_line_only and st.kind == "insert") and first_line(ghost) or ghost
+  local part = ghost
+  if part_of and st.kind == "insert" then
+    part = part_of == "word" and first_word(ghost) or first_line(ghost)
+  end
   local rest = ghost:sub(#part + 1)
   local keep = rest ~= "" and st.final
   M.state[bufnr] = nil -- before editing, so the change is not taken for typing
