@@ -35,7 +35,7 @@ def test_every_benchmark_is_documented() -> None:
     assert [p.name for p in files] == ["algorithm_corpus.sh", "bench_batching.py", "editing_session.py",
                                        "gpu_bench.sh", "gpu_pass.py", "gpu_train.sh", "load_ray.py", "load_ws.py", "pair_runs.py",
                                        "real_code_set.py", "release_edits.py", "same_outputs.py", "soak.py", "sweep_commit.py",
-                                       "typing_set.py"]
+                                       "typing_set.py", "workspace_index.py"]
     for p in files:
         assert f"benchmarks/{p.name}" in p.read_text(), f"{p.name} does not show its command"
         assert f"benchmarks/{p.name}" in readme, f"README.md does not list {p.name}"

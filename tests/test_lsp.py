@@ -234,14 +234,18 @@ async def test_the_show_gate_hides_a_fill_asked_while_typing_not_one_asked_for(
         uri = "file:///gated.py"
         s.open(uri, DOC)
         kinds = types.InlineCompletionTriggerKind
-        got = {}
+        got, streamed = {}, {}
         for kind in (kinds.Automatic, kinds.Invoked):
             rid = s.next_id()
             result = await s.request("textDocument/inlineCompletion", types.InlineCompletionParams(
                 text_document=types.TextDocumentIdentifier(uri=uri), position=pos(DOC, CURSOR),
                 context=types.InlineCompletionContext(trigger_kind=kind)), rid)
             got[kind] = [i.insert_text for i in result.items]
+            streamed[kind] = [p["final"] for p in s.passes.get(rid, [])]
         assert got[kinds.Automatic] == [] and got[kinds.Invoked] == [expected.text]
+        # Nothing drawn that the gate then takes away: the gated fill sends its final pass only.
+        assert streamed[kinds.Automatic] == [True]
+        assert streamed[kinds.Invoked] == [False] * (expected.passes - 1) + [True] and expected.passes > 1
     finally:
         await stop(s)
 

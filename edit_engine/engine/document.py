@@ -20,6 +20,7 @@ import torch
 
 from edit_engine.decoding.sampler import SamplerConfig
 from edit_engine.engine import analysis, drafts, proposals
+from edit_engine.engine.credentials import writes_credential
 from edit_engine.engine.results import TYPED_THROUGH, unheal
 from edit_engine.engine.runtime import Runtime
 from edit_engine.syntax import planner, postprocess, repair
@@ -205,7 +206,8 @@ def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tu
     drafted = _drafted(rt, dp, language, related, dp.timings)
     if drafted is not None:
         return dataclasses.replace(dp, answer=drafted)
-    cands = proposals.candidates(dp.text, dp.plan, related, doc=dp.doc)
+    cands = [c for c in proposals.candidates(dp.text, dp.plan, related, doc=dp.doc)
+             if not writes_credential(_line_before(dp), c.text)]
     timings = {**dp.timings, "propose": (time.perf_counter() - t0) * 1e3}
     if not rt.knows(language):
         top = cands[0] if cands and cands[0].score >= UNTRAINED_MIN_MATCH else None
@@ -256,9 +258,13 @@ def _drafted(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | 
     t0 = time.perf_counter()
     d = drafts.draft_at(rt.memory, dp.text, dp.plan.start, language, dp.uri, related, rt.draft_policy)
     timings["draft"] = (time.perf_counter() - t0) * 1e3
-    if d is None or not _viable(dp, d.text):
+    if d is None or not _viable(dp, d.text) or writes_credential(_line_before(dp), d.text):
         return None
     return Answer(d.text, "memory", nfe=dp.nfe, score=d.score)
+
+
+def _line_before(dp: DocumentPlan) -> str:
+    return dp.text[dp.text.rfind("\n", 0, dp.plan.start) + 1 : dp.plan.start]
 
 
 def _viable(dp: DocumentPlan, text: str) -> bool:

@@ -9,6 +9,7 @@ the slots behind what broke are re-masked (one scoring pass) and denoised again,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from typing import Any
 import torch
 
 from edit_engine.decoding.sampler import Step, denoise
+from edit_engine.engine.credentials import REASON as CREDENTIAL
+from edit_engine.engine.credentials import writes_credential
 from edit_engine.engine.document import DocumentPlan
 from edit_engine.engine.results import Pass, decode_preview
 from edit_engine.engine.runtime import Runtime
@@ -160,6 +163,8 @@ def rounds(rt: Runtime, dp: DocumentPlan, cache: Any, init: torch.Tensor | None,
 
 def final(rt: Runtime, dp: DocumentPlan, st: Rounds, timings: dict[str, float]) -> Pass:
     p = _final(rt, dp, st, timings)
+    if p.text and writes_credential(dp.text[dp.text.rfind("\n", 0, p.start) + 1 : p.start], p.text):
+        return dataclasses.replace(p, text="", preview="", source="none", reason=CREDENTIAL)
     if dp.start == dp.end and dp.mode == "insert":
         rt.remember(dp.uri, dp.text, dp.start, p.text, p.source)
     return p

@@ -406,7 +406,8 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
     flight; without it, that fill ends by itself after its current pass, as the document changed under it.
     ``repair``: as ``Engine.stream_complete`` takes it (a fill asked while typing runs fewer rounds). ``tap``: gets
     every pass but the final one (a fill started on a keystroke, for the request that takes it). ``explicit``: the
-    user asked (every answer is shown); otherwise the show gate hides what is unlikely (``showThreshold``)."""
+    user asked (every answer is shown); otherwise the show gate hides what is unlikely (``showThreshold``), and
+    unless that threshold is 0 only the final pass is sent (nothing is drawn that the gate then takes away)."""
     t0 = time.perf_counter()
     if _too_large(doc):
         raise JsonRpcServerError(f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
@@ -417,6 +418,9 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
     version, text = doc.version, doc.text
     related = related_texts(ls, doc)
     settings = ls.settings
+    # A fill the show gate may still hide streams no pass before its last: a suggestion drawn pass by pass and
+    # then taken away flickers (and its placeholders show for nothing). The gate sees only the final answer.
+    gated = not explicit and settings.show_threshold != 0
     gen: Iterator[Pass] | None = None
     try:
         engine = await ls.engine()
@@ -442,6 +446,8 @@ async def _fill(ls: EditEngineServer, doc: Document, offset: int, selection: tup
                 raise JsonRpcContentModified(f"{doc.uri} changed while the request ran (version {version})")
             if rng is None:
                 rng = ls.lsp_range(doc, p.start, p.end)  # doc.text is still ``text``
+            if gated and not p.final:
+                continue
             if tap is not None and not p.final:
                 tap(p, rng)
             if settings.stream_passes and request_id is not None:
