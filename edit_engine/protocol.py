@@ -16,6 +16,7 @@ PASS = "editEngine/pass"  # notification: one refinement pass of a request in fl
 CANCEL = "$/cancelRequest"  # notification: {id}
 ACCEPTED = "editEngine/accepted"  # notification from the client: telemetry (accept / partial accept)
 INDEXED = "editEngine/indexed"  # notification: the memory's workspace index ended its walk or counted a changed file
+SILENT = "editEngine/silent"  # notification, once per document: why its language gets no suggestions ({uri, reason})
 # workspace/executeCommand: apply a proposed next edit (the server sends it back as workspace/applyEdit)
 APPLY_NEXT_EDIT_COMMAND = "editEngine.applyNextEdit"
 

@@ -169,3 +169,31 @@ async def test_the_workspace_index_feeds_drafts_and_follows_saves(tmp_path: Path
             "gadget_volume")
     finally:
         await stop(s)
+
+
+def test_only_regular_files_are_read_and_their_size_is_checked_when_read(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A symbolic link beside the document is not followed (what it points to, outside the folder, is never
+    read); a sibling replaced by a FIFO after the listing is skipped without blocking (opening a FIFO for
+    reading waits for a writer); one grown past the size limit since the listing is not read."""
+    import threading
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    main = write(pkg / "main.py", "x = 1\n")
+    outside = write(tmp_path / "secret.py", "KEY = 'sk-live-abc'\n")
+    os.symlink(outside, pkg / "link.py")
+    fifo = write(pkg / "fifo.py", "a = 1\n" * 3)
+    grown = write(pkg / "grown.py", "b = 2\n" * 2)
+    monkeypatch.setattr(workspace, "MAX_FILE_CHARS", 40)
+    ws = Workspace()
+    assert ws.listing(pkg) is not None
+    fifo.unlink()
+    os.mkfifo(fifo)
+    write(grown, "b = 2\n" * 100)
+    got: list[list[tuple[str, str]]] = []
+    t = threading.Thread(target=lambda: got.append(ws.siblings(main.as_uri(), "python", set())), daemon=True)
+    t.start()
+    t.join(DEADLINE)
+    assert got, "reading the siblings blocked"
+    assert got[0] == []

@@ -475,6 +475,27 @@ def test_accept_word_takes_the_next_word_and_keeps_the_rest(nvim_session: Any) -
 
 
 @pytest.mark.slow
+def test_a_language_that_gets_nothing_is_told_once_per_buffer(nvim_session: Any) -> None:
+    """In a JavaScript buffer with the memory of code off, the model (trained on Python) is not asked: the
+    server answers nothing and says why once; the plugin tells the user once, as an INFO notice."""
+    nv = nvim_session()
+    nv.lua("_G.notes = {}; vim.notify = function(m, l) table.insert(_G.notes, { m, l }) end; _G.done = 0")
+    nv.lua("""vim.api.nvim_create_autocmd("LspRequest", { callback = function(args)
+      local r = args.data.request
+      if r.type == "complete" and r.method == "textDocument/inlineCompletion" then _G.done = _G.done + 1 end
+    end })""")
+    nv.open("app.js", "function total(items) {\n  return \n}\n")
+    nv.insert_at_end_of(2)
+    for n in (1, 2):
+        nv.keys("<C-g><C-g>")
+        nv.wait(f"_G.done >= {n}", "the answer")
+    nv.wait("#_G.notes >= 1", "the notice")
+    notes = nv.lua("return _G.notes")
+    assert len(notes) == 1, notes
+    assert "not trained on javascript" in notes[0][0] and notes[0][1] == 2, notes  # vim.log.levels.INFO
+
+
+@pytest.mark.slow
 def test_multiline_suggestion_on_the_last_screen_row_scrolls_into_view(nvim_session: Any) -> None:
     # 6 screen rows: a 4-row window (then the status line and the command line); FIB's line 4 is the last row.
     # The server's answer is scripted: a two-line suggestion, whatever the model would say here.

@@ -556,12 +556,13 @@ async def inline_completion(ls: EditEngineServer,
 
 
 def _say_why_once(ls: EditEngineServer, doc: Document, reason: str) -> None:
-    """Tell the user once per document, in the log the client keeps (``window/logMessage``), why its language
-    gets no suggestions (a language the model was not trained on, with nothing else likely enough). A fill held
+    """Tell the user once per document, in the log the client keeps (``window/logMessage``) and as
+    ``editEngine/silent`` (a client shows it quietly), why its language gets no suggestions (a language the model was not trained on, with nothing else likely enough). A fill held
     back by the show gate is an ordinary event and says nothing."""
     if "not trained on" in reason and doc.uri not in ls.silent:
         ls.silent.add(doc.uri)
         ls.log_message(logging.INFO, f"{doc.uri}: no suggestion: {reason}")
+        ls.protocol.notify(protocol.SILENT, {"uri": doc.uri, "reason": reason})  # a client may tell the user
 
 
 async def _early_result(ls: EditEngineServer, doc: Document, offset: int) -> Fill | None:

@@ -9,7 +9,9 @@ kept while the folder's modification time stays what it was (``MAX_LISTINGS`` fo
 changes). Texts are kept by path and modification time (``MAX_CACHED`` of them), so a keystroke costs a
 ``stat`` of the folder and of each file sent, not a listing or a read (a 2,000-entry folder's listing took 33-48 ms
 on a 2-core EPYC, on the server's event loop, every keystroke). Sizes, which order the files, are those of the
-listing.
+listing. Only regular files are read: a symbolic link is not followed (nothing outside the folder is read through
+one), a FIFO is never opened for reading (it would block the event loop), and the size is checked again when the
+file is read (a file grown past ``MAX_FILE_CHARS`` since the listing is not read).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from edit_engine.engine.results import LANGUAGES_BY_SUFFIX
+from edit_engine.memory.indexer import read_regular
 
 MAX_FILES = 16
 MAX_FILE_CHARS = 300_000
@@ -95,7 +98,7 @@ class Workspace:
                     if n >= MAX_ENTRIES:
                         break
                     language = LANGUAGES_BY_SUFFIX.get(os.path.splitext(entry.name)[1].lower())
-                    if language is None or not entry.is_file():
+                    if language is None or not entry.is_file(follow_symlinks=False):  # no link out of the folder
                         continue
                     size = entry.stat().st_size
                     if 0 < size <= MAX_FILE_CHARS:
@@ -122,12 +125,12 @@ class Workspace:
             if got is not None and got[:2] == (st.st_mtime_ns, st.st_size):
                 self._texts.move_to_end(path)
                 return got[2]
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+        read = read_regular(path, MAX_FILE_CHARS)
+        if read is None:
             return ""
+        text, mtime, size = read
         with self._lock:
-            self._texts[path] = (st.st_mtime_ns, st.st_size, text)
+            self._texts[path] = (mtime, size, text)
             while len(self._texts) > MAX_CACHED:
                 self._texts.popitem(last=False)
         return text

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from .memory import Memory
 
-__all__ = ["Indexer", "LANGUAGE_OF_SUFFIX", "imports_of"]
+__all__ = ["Indexer", "LANGUAGE_OF_SUFFIX", "imports_of", "read_regular"]
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class Indexer:
         when it cannot be read as a regular UTF-8 file within the size limit (or, with ``only_known``, it would
         have to be counted)."""
         language = LANGUAGE_OF_SUFFIX.get(p.suffix)
-        read = _read_regular(p, self.max_file_bytes) if language and str(p) not in self._open else None
+        read = read_regular(p, self.max_file_bytes) if language and str(p) not in self._open else None
         if read is None or language is None:
             self.stats["skipped"] += 1
             return None
@@ -379,7 +379,7 @@ def _walk(root: Path) -> Iterator[tuple[Path, list[str]]]:
         yield folder, names
 
 
-def _read_regular(p: Path, max_bytes: int) -> tuple[str, int, int] | None:
+def read_regular(p: Path, max_bytes: int) -> tuple[str, int, int] | None:
     """(text, mtime_ns, size) of a regular file of at most ``max_bytes`` UTF-8 bytes, opened without following
     a symbolic link and without blocking on a FIFO; None otherwise."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)

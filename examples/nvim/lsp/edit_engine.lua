@@ -11,5 +11,8 @@ return {
     ["editEngine/pass"] = function(...)
       return require("edit_engine").on_pass(...)
     end,
+    ["editEngine/silent"] = function(...)
+      return require("edit_engine").on_silent(...)
+    end,
   },
 }

@@ -916,12 +916,25 @@ function M._auto_edit(bufnr)
   end)
 end
 
+-- The server says once per document why its language gets no suggestions: told once per buffer, quietly (an
+-- INFO notice, which `:messages` keeps), so that silence in a .js or .go buffer is not a mystery.
+M.told = {}
+function M.on_silent(_, p)
+  local bufnr = p and p.uri and vim.uri_to_bufnr(p.uri)
+  if not bufnr or M.told[bufnr] then
+    return
+  end
+  M.told[bufnr] = true
+  vim.notify("edit-engine: no suggestions in this buffer: " .. tostring(p.reason), vim.log.levels.INFO)
+end
+
 function M.setup(opts)
   M.config = vim.tbl_deep_extend("force", M.config, opts or {})
   api.nvim_create_user_command("EditEngineNextEdit", function()
     M.next_edit(0)
   end, { desc = "edit-engine: show the next edit (<Tab> applies it)", force = true })
   vim.lsp.handlers["editEngine/pass"] = M.on_pass
+  vim.lsp.handlers["editEngine/silent"] = M.on_silent
   local group = api.nvim_create_augroup("edit_engine", { clear = true })
   define_highlights()
   api.nvim_create_autocmd("ColorScheme", { group = group, callback = define_highlights })
