@@ -550,3 +550,18 @@ def test_metrics_follow_the_sets_definition() -> None:
     assert next_edit_set.chrf_changed("a\nc\n", case) == 1.0
     assert 0 < next_edit_set.chrf("-b\n+cd", "-b\n+c") < 1
     assert next_edit_set.replaced_words([diff("x = foo(1)\n", "x = bar(1)\n")]) == {"foo": "bar"}
+
+
+@pytest.mark.parametrize("blanks", [2_000, 20_000])
+def test_a_row_with_a_long_run_of_blanks_costs_linear_time(tiny_engine: Engine, blanks: int) -> None:
+    """``x = a<blanks>b`` added by the history: the alias pattern once backtracked cubically on it (2,000
+    blanks: 47.7 s, the whole process frozen); now a history of it is handled in well under a second."""
+    import time
+
+    v0 = "def f(a, b):\n    return a\n"
+    v1 = "def f(a, b):\n    x = a" + " " * blanks + "b\n    return a\n"
+    t0 = time.perf_counter()
+    tiny_engine.next_edit(v1, v1.index("return"), [diff(v0, v1)], use_model=False)
+    assert time.perf_counter() - t0 < 2.0
+    assert patterns._alias_value("  a.b(c) ;  # note") == "a.b(c)"
+    assert patterns._LISTED.match("x" + " " * blanks + "y") is None

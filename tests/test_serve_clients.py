@@ -81,3 +81,14 @@ def test_stop_strings_end_the_text_before_them(server: BackgroundServer) -> None
     assert chunks and all(stop not in c for c in chunks)
     too_many = httpx.post(server.url + "/v1/completions", json={**base, "stop": ["x"] * 33}, timeout=TIMEOUT)
     assert too_many.status_code == 400
+
+
+def test_splitting_a_prompt_is_linear() -> None:
+    """Many middle markers and no closing one (300 KB): a pattern with two greedy groups froze the server 23 s
+    on this prompt, before its size was checked."""
+    import time
+
+    t0 = time.perf_counter()
+    assert split_fim("<fim_prefix>" + "<fim_suffix>" * 25_000) is None
+    assert split_fim("<fim_prefix>a<fim_suffix>b<fim_suffix>c<fim_middle>") == ("a<fim_suffix>b", "c")
+    assert time.perf_counter() - t0 < 0.5

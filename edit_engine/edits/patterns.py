@@ -49,7 +49,9 @@ _IDENT = re.compile(r"[^\W\d]\w*")
 _HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DEFINES = re.compile(r"^\s*(?:async\s+)?(?:def|class|fn|func|function|struct|enum|trait|interface|type)\s+"
                       r"([^\W\d]\w*)|^\s*(?:(?:const|let|var|pub)\s+)*([^\W\d]\w*)\s*(?::[^=]*)?(?::=|=(?!=))")
-_ALIAS = re.compile(r"^\s*(?:(?:const|let|var|mut)\s+)*([^\W\d]\w*)\s*(?::=|=(?!=))\s*(.+?)\s*;?\s*(?:(?:#|//).*)?$")
+# ``name = value``: the name and where its value starts. The value is cut in ``_alias_value``, not by the pattern:
+# a lazy value followed by optional blanks, ``;`` and a comment backtracked cubically on a long run of blanks.
+_ALIAS = re.compile(r"^\s*(?:(?:const|let|var|mut)\s+)*([^\W\d]\w*)\s*(?::=|=(?!=))")
 
 
 def is_identifier(tok: str) -> bool:
@@ -392,7 +394,7 @@ def _in_import(c: Change) -> bool:
 
 _ASSIGN = re.compile(r"^([ \t]*)([^\W\d]\w*)\s*(?::[^=]*)?=(?!=)([^#]*)")
 _IMPORT = re.compile(r"^\s*from\s+[\w.]+\s+import\s+\(?([^#]*)")
-_LISTED = re.compile(r"^\s*([^\W\d]\w*(?:\s+as\s+[^\W\d]\w*)?)\s*,?\s*(?:#.*)?$")
+_LISTED = re.compile(r"^\s*([^\W\d]\w*(?:\s+as\s+[^\W\d]\w*)?)\s*(?:,\s*)?(?:#.*)?$")
 
 
 def _uses(line: str, word: str, attribute: bool) -> bool:
@@ -442,12 +444,28 @@ def _aliases(chs: list[Change]) -> list[tuple[str, str]]:
     for c in chs:
         for row in c.added:
             m = _ALIAS.match(row)
-            if m is None:
+            value = _alias_value(row[m.end():]) if m is not None else ""
+            if m is None or not value:
                 continue
-            name, expr = m.group(1), m.group(2).rstrip(",;").strip()
+            name, expr = m.group(1), value.rstrip(",;").strip()
             if worth_naming(expr) and not _uses(expr, name, False) and not keyword.iskeyword(name):
                 out.append((name, expr))
     return out
+
+
+def _alias_value(rest: str) -> str:
+    """The value of a ``name = value`` row after its ``=``: from its first non-blank character up to a ``#`` or
+    ``//`` comment (not at its start), less trailing blanks and one ``;``. Linear in the row."""
+    v = rest.lstrip()
+    cut = len(v)
+    for marker in ("#", "//"):
+        i = v.find(marker, 1)
+        if i >= 0:
+            cut = min(cut, i)
+    v = v[:cut].rstrip()
+    if len(v) > 1 and v.endswith(";"):
+        v = v[:-1].rstrip()
+    return v
 
 
 def worth_naming(expr: str) -> bool:

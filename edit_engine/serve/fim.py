@@ -9,29 +9,31 @@ client gets a real fill instead of a continuation of a prompt full of markers, a
 
 from __future__ import annotations
 
-import re
-
-# (template, which group is the prefix): each matches a whole prompt.
-_TEMPLATES: list[tuple[re.Pattern[str], int]] = [
-    (re.compile(r"\A<fim_prefix>(.*)<fim_suffix>(.*)<fim_middle>\Z", re.S), 1),  # StarCoder, the common default
-    (re.compile(r"\A<\|fim_prefix\|>(.*)<\|fim_suffix\|>(.*)<\|fim_middle\|>\Z", re.S), 1),  # Qwen, CodeGemma
-    (re.compile(r"\A<\|code_prefix\|>(.*)<\|code_suffix\|>(.*)<\|code_middle\|>\Z", re.S), 1),  # GLM
-    (re.compile(r"\A<PRE> (.*) <SUF>(.*) <MID>\Z", re.S), 1),  # Code Llama
-    (re.compile("\\A<\uff5cfim\u2581begin\uff5c>(.*)<\uff5cfim\u2581hole\uff5c>(.*)<\uff5cfim\u2581end\uff5c>\\Z", re.S), 1),
-    (re.compile(r"\A\[SUFFIX\](.*)\[PREFIX\](.*)\Z", re.S), 2),  # Codestral: the suffix comes first
+# (opening marker, marker between the parts, closing marker, whether the prefix comes first): a prompt is
+# the opening marker, one part, the middle marker, the other part and the closing marker, exactly.
+_TEMPLATES: list[tuple[str, str, str, bool]] = [
+    ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", True),  # StarCoder, the common default
+    ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", True),  # Qwen, CodeGemma
+    ("<|code_prefix|>", "<|code_suffix|>", "<|code_middle|>", True),  # GLM
+    ("<PRE> ", " <SUF>", " <MID>", True),  # Code Llama
+    ("<\uff5cfim\u2581begin\uff5c>", "<\uff5cfim\u2581hole\uff5c>", "<\uff5cfim\u2581end\uff5c>", True),  # DeepSeek
+    ("[SUFFIX]", "[PREFIX]", "", False),  # Codestral: the suffix comes first
 ]
 MAX_STOP = 32  # stop strings per request
 MAX_STOP_CHARS = 128
 
 
 def split_fim(prompt: str) -> tuple[str, str] | None:
-    """``(prefix, suffix)`` of a prompt written in a known FIM template, else None."""
-    if "<" not in prompt and "[" not in prompt:
-        return None
-    for pattern, prefix_group in _TEMPLATES:
-        m = pattern.match(prompt)
-        if m is not None:
-            return m.group(prefix_group), m.group(3 - prefix_group)
+    """``(prefix, suffix)`` of a prompt written in a known FIM template, else None. String operations only:
+    linear in the prompt whatever it holds (a pattern with two greedy groups took quadratic time on a prompt
+    of many middle markers and no closing one). Where the middle marker occurs more than once, the first part
+    runs to its last occurrence."""
+    for start, middle, end, prefix_first in _TEMPLATES:
+        if not prompt.startswith(start) or not prompt.endswith(end) or len(prompt) < len(start) + len(end):
+            continue
+        first, found, second = prompt[len(start) : len(prompt) - len(end)].rpartition(middle)
+        if found:
+            return (first, second) if prefix_first else (second, first)
     return None
 
 
