@@ -148,3 +148,16 @@ def test_a_related_file_keeps_its_key_and_an_edit_makes_a_new_one() -> None:
     text = "def f():\n    return 1\n" * 100
     assert related_key(text) == related_key(text) == related_key("".join([text]))
     assert related_key(text + "x") != related_key(text)
+
+
+@pytest.mark.parametrize(("prefix", "draft", "dropped"), [
+    ("def f():\n    total = ", "total", True),  # a name assigned to itself
+    ("def f():\n    total = ", "total + 1", False),
+    ("def area(w, h) -> int:\n    return w * h\n\n\n", "def area(w, h) -> int:", True),  # a header again
+    ("def area(w, h) -> int:\n    return w * h\n\n\n", "def volume(w, h, d) -> int:", False),
+])
+def test_drafts_that_do_nothing_or_repeat_a_definition_are_dropped(prefix: str, draft: str, dropped: bool) -> None:
+    from edit_engine.engine import drafts
+
+    text = prefix + "\n"
+    assert (drafts._assigns_itself(prefix, draft) or drafts._redefines(text, len(prefix), draft)) is dropped

@@ -211,3 +211,16 @@ def test_end_to_end_through_the_packaged_engine(engine: object, tmp_path: Path) 
     assert tr.run_from_args(p.parse_args(["--data", str(tmp_path), "--fill", "none", "--json", str(out)])) == 0
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written["summary"]["python"]["line"]["share"] == 0.0 and len(written["cases"]) == len(tr.MODES)
+
+
+def test_an_accept_that_writes_only_blanks_is_not_taken() -> None:
+    """A suggestion whose first line is empty ("\\n" then wrong code) is right only about a line break: in line
+    mode no one presses Tab for that, so it is not accepted and counts as wrong."""
+    c = case(region="x = 1\n\ny = 2\n")
+
+    def suggest(document: str, cursor: int, language: str, uri: str) -> tr.Suggestion | None:
+        rest = truth_at(c, document, cursor)
+        return tr.Suggestion("\n@@@ wrong @@@" if rest.startswith("\n") else "", "model", 1.0)
+
+    r = tr.replay_case(c, suggest, "line")
+    assert r.shown > 0 and r.accepted == 0 and r.wrong == r.shown

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -120,9 +121,36 @@ def draft_at(memory: Memory, text: str, offset: int, language: str, uri: str | N
                      min_prob=policy.min_prob, local_prob=policy.local_prob)
     if d is None or len(d.text.strip()) < policy.min_chars or d.score < policy.min_score:
         return None
-    if _repeats_next_line(text[:offset], d.text, text[offset:]):
+    if (_repeats_next_line(text[:offset], d.text, text[offset:]) or _assigns_itself(text[:offset], d.text)
+            or _redefines(text, offset, d.text)):
         return None
     return d
+
+
+_HEADER = re.compile(r"^\s*(?:async\s+def|def|class|fn|func|function)\s")
+
+
+def _redefines(text: str, offset: int, draft: str) -> bool:
+    """Whether the line the draft makes is a definition header already in the document, word for word (the
+    counts copy the last ``def`` line; a second definition of the same signature is rarely what comes next)."""
+    line = text[text.rfind("\n", 0, offset) + 1 : offset] + draft
+    if not _HEADER.match(line):
+        return False
+    rest = text[offset:]
+    after = rest[rest.find("\n") + 1 :] if "\n" in rest else ""
+    before = text[: text.rfind("\n", 0, offset) + 1]
+    wanted = line.strip()
+    return any(other.strip() == wanted for other in (before + after).split("\n"))
+
+
+_SELF_ASSIGNED = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([A-Za-z_][\w.]*)\s*$")
+
+
+def _assigns_itself(prefix: str, draft: str) -> bool:
+    """Whether the line the draft makes assigns a name to itself (``total = total``): counts learn that a name
+    follows ``=`` on lines that start with it, and such a line does nothing."""
+    m = _SELF_ASSIGNED.match(prefix[prefix.rfind("\n") + 1 :] + draft)
+    return m is not None and m.group(1) == m.group(2)
 
 
 def _repeats_next_line(prefix: str, draft: str, suffix: str) -> bool:

@@ -14,7 +14,8 @@ Protocol (the editor):
 * **What stays on screen.** A non-empty answer is shown (one *shown suggestion*). While the person types
   characters that agree with it, it stays on screen, shrinking (typing through it: no new request, counted
   once). A character that disagrees makes it disappear; so does typing it to its end.
-* **Accepting.** Before each keystroke the person accepts what is exactly right: in accept mode ``whole`` the
+* **Accepting.** Before each keystroke the person accepts what is exactly right, when that writes at least one
+  character that is not blank (no one presses Tab for a line break alone): in accept mode ``whole`` the
   whole rest of the suggestion, if it is a prefix of the rest of the true text; in mode ``line`` that, else its
   first line with its newline, else its first line without it (the longest of these that is a prefix); in mode
   ``word`` those, else the longest run of its leading tokens (a token: a run of word characters, a run of
@@ -187,7 +188,7 @@ def replay_case(case: Case, suggest: Suggest, mode: str,
         ask = False
         if screen is not None:
             n = accept_length(screen.rest, truth[i:], mode)
-            if n:
+            if n and nonblank(truth[i:i + n]):  # accepting blanks only (a line break) is pressing Enter
                 r.accepted += 1
                 r.partial += n < len(screen.rest)
                 r.accepted_chars += nonblank(truth[i:i + n])
@@ -217,6 +218,7 @@ def _record(case: Case, screen: _Screen, rest: str, mode: str, line_before: str)
     """What the show gate is fitted on: one shown suggestion, what its source said of it, and whether a person
     takes it whole or by its first line (``accept_length`` in line mode)."""
     n = accept_length(screen.rest, rest, "line")
+    n = n if nonblank(rest[:n]) else 0
     return {"case": case.id, "language": case.language, "mode": mode, "text": screen.rest, "source": screen.source,
             "score": screen.score, "estimate": screen.estimate, "accepted": n > 0, "accepted_chars": nonblank(rest[:n]),
             "line_before": line_before}
