@@ -380,3 +380,17 @@ def test_tcp_serves_one_client_with_the_same_framing(tiny_checkpoint: Path) -> N
     finally:
         s.kill()
     assert "broken message framing" in s.log_text() and "Traceback" not in s.log_text()
+
+
+def test_the_stdio_flag_clients_add_is_taken() -> None:
+    """vscode-languageclient starts a stdio server with ``--stdio`` appended: the server must take it (it is
+    the default) and refuse it beside ``--tcp``."""
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "edit_engine.cli", "lsp", "--stdio", "--help"], capture_output=True,
+                        text=True, timeout=60)
+    assert ok.returncode == 0 and "--stdio" in ok.stdout
+    both = subprocess.run([sys.executable, "-m", "edit_engine.cli", "lsp", "--stdio", "--tcp", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert both.returncode == 2 and "not allowed with" in both.stderr

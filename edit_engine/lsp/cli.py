@@ -16,7 +16,10 @@ from edit_engine.cli.args import UserError, add_dtype_arg, is_loopback
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("lsp", help="run the language server (stdio by default)")
     p.set_defaults(handler=_lsp)
-    p.add_argument("--tcp", type=int, metavar="PORT", help="listen on this TCP port instead of stdio")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--stdio", action="store_true",
+                       help="talk over stdin/stdout (the default; clients such as vscode-languageclient add it)")
+    where.add_argument("--tcp", type=int, metavar="PORT", help="listen on this TCP port instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="address for --tcp (default 127.0.0.1); the language "
                    "server has no authentication, so an address beyond this machine needs --allow-remote")
     p.add_argument("--allow-remote", action="store_true",

@@ -8,7 +8,7 @@
 // Next edit (editEngine/nextEdit: the change that follows the user's recent edits, which the server keeps per
 // document). VS Code's inline-edit API is proposed, not in the stable API this extension builds against
 // (@types/vscode 1.85), so the edit is offered two stable ways:
-//   * the command "edit-engine: Show next edit" (ctrl+alt+n) shows it: the text it replaces struck through and
+//   * the command "edit-engine: Show next edit" (ctrl+alt+.) shows it: the text it replaces struck through and
 //     the new text after it; Tab applies it (one undo step), asks for the next one and moves there; Escape,
 //     moving the cursor or editing dismisses it;
 //   * a code action, "Apply next edit" (refactor.rewrite), runs the server's command editEngine.applyNextEdit,
@@ -186,7 +186,7 @@ async function showNextEdit(jump: boolean): Promise<void> {
     editor.selection = new vscode.Selection(range.start, range.start);
   }
   editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
-  const lines = result.newText.split("\n");
+  const lines = result.newText.replace(/\n$/, "").split("\n"); // a final line break ends the last line
   const more = lines.length > 1 ? `  … +${lines.length - 1} lines` : "";
   editor.setDecorations(oldText, [range]);
   editor.setDecorations(newText, [
