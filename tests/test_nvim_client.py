@@ -556,6 +556,30 @@ def test_one_suggestion_on_screen_at_a_time(nvim_session: Any) -> None:
 
 
 @pytest.mark.slow
+def test_while_typing_the_gate_hides_what_is_unlikely_and_nothing_half_done_is_drawn(nvim_session: Any) -> None:
+    """Auto mode with a show threshold no answer reaches: typing draws no ghost, not even a pass of one (no
+    placeholders), and accepting an asked-for suggestion brings no new ghost; asking still shows the answer."""
+    nv = nvim_session(setup={"auto": True}, init_options={"showThreshold": 1.0})
+    nv.lua("""_G.done = 0; vim.api.nvim_create_autocmd("LspRequest", { callback = function(args)
+      local r = args.data.request
+      if r.type == "complete" and r.method == "textDocument/inlineCompletion" then _G.done = _G.done + 1 end
+    end })""")
+    nv.open("greet.py", GREET)
+    nv.insert_at_end_of(5)
+    nv.keys("n")  # asked by itself after the debounce
+    nv.wait("_G.done >= 1", "the automatic answer")
+    assert nv.lua(f"return {MARKS}") == 0
+    assert all(p["final"] for p in nv.lua("return _G.ee_test.passes")), "a pass drawn before the gate's verdict"
+    nv.keys("<C-g><C-g>")  # asked for: shown whatever the gate says
+    nv.wait(SHOWN_FINAL, "the asked-for suggestion")
+    done = nv.lua("return _G.done")
+    nv.keys("<C-l>")
+    nv.keys("z")  # typing after the accept asks by itself again
+    nv.wait(f"_G.done > {done}", "the answer after the accept")
+    assert nv.lua(f"return {MARKS}") == 0 and nv.lua(f"return {STATE} == nil or not {STATE}.shown")
+
+
+@pytest.mark.slow
 def test_multiline_suggestion_on_the_last_screen_row_scrolls_into_view(nvim_session: Any) -> None:
     # 6 screen rows: a 4-row window (then the status line and the command line); FIB's line 4 is the last row.
     # The server's answer is scripted: a two-line suggestion, whatever the model would say here.
