@@ -161,3 +161,14 @@ def test_drafts_that_do_nothing_or_repeat_a_definition_are_dropped(prefix: str, 
 
     text = prefix + "\n"
     assert (drafts._assigns_itself(prefix, draft) or drafts._redefines(text, len(prefix), draft)) is dropped
+
+
+@pytest.mark.parametrize("doc", ["function add(a, b) {\n  // add the two numbers and ",
+                                 "const s = 'the total of the ", "package main\n\n// Sum adds the "])
+def test_the_model_never_writes_in_a_language_it_was_not_trained_on(tiny_engine: Engine, doc: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not in code, and not in a comment or a string either (there only a draft may answer)."""
+    language = "go" if doc.startswith("package") else "javascript"
+    monkeypatch.setattr(tiny_engine.rt, "record", {**tiny_engine.rt.record, "languages": ["python"]})
+    c = tiny_engine.complete(doc, len(doc), language)
+    assert c.source != "model" and c.text == "" and "not trained on" in (c.reason or ""), c

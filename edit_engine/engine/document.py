@@ -189,7 +189,11 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
     if mode == "insert" and pl.code:
         dp = settle(rt, dp, language, related or ())
     elif mode == "insert":  # a comment or a string: only a draft from the memory of code, where it is likely
-        dp = dataclasses.replace(dp, answer=_drafted(rt, dp, language, related or (), dp.timings))
+        drafted = _drafted(rt, dp, language, related or (), dp.timings)
+        if drafted is None and not rt.knows(language):  # and never the model's guess in a language it never saw
+            drafted = Answer("", "none", f"the model was not trained on {language}, and no draft from the memory "
+                             "of code was likely enough")
+        dp = dataclasses.replace(dp, answer=drafted)
     return dp
 
 
