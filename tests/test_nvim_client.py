@@ -651,3 +651,58 @@ def test_accepting_is_its_own_undo_step(nvim_session: Any) -> None:
     nv.keys("u")
     assert nv.lua(f"return {LINES}")[4] == "    "
 
+
+
+def test_the_docs_name_the_keys_the_plugin_maps() -> None:
+    """The README, the example config and the language-server docs give each default key of the plugin as the
+    plugin maps it (the README once said <C-g> asks where the plugin maps <C-g><C-g>)."""
+    import re
+
+    plugin = (PLUGIN / "lua" / "edit_engine" / "init.lua").read_text()
+    keys = dict(re.findall(r'^\s*(\w+_key) = "([^"]+)"', plugin, re.M))
+    assert {"accept_key", "accept_line_key", "accept_word_key", "dismiss_key", "trigger_key"} <= set(keys)
+    docs = {"README.md": (ROOT / "README.md").read_text(), "examples/nvim/init.lua": (PLUGIN / "init.lua").read_text(),
+            "docs/lsp.md": (ROOT / "docs" / "lsp.md").read_text()}
+    for name in ("trigger_key", "accept_key", "accept_line_key", "accept_word_key", "dismiss_key"):
+        for where, text in docs.items():
+            assert re.search(rf"(?<![\w<>-]){re.escape(keys[name])}(?![\w<>-])", text), (where, name, keys[name])
+    assert "`<C-g>` asks" not in docs["README.md"]
+
+
+CSV_DOC = ("import csv\n\n\ndef average(path):\n    total = 0.0\n    index = 0\n    with open(path) as f:\n"
+           "        reader = csv.\n        while index\n        if index\n        rows = [row for row in reader]\n"
+           "    return total / index\n")
+
+
+@pytest.mark.slow
+def test_no_ghost_that_cannot_continue_the_code(nvim_session: Any) -> None:
+    """At the places a person saw ``csv.0(``, ``while index = 0.0:`` and ``if index = 1`` (the packaged model,
+    every answer shown): what is drawn, put after the cursor and closed (brackets, a body after ``:``), parses."""
+    import tree_sitter
+    import tree_sitter_python
+
+    from edit_engine.engine.drafts import closers
+
+    parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_python.language()))
+    nv = nvim_session()
+    nv.open("avg.py", CSV_DOC)
+    lines = CSV_DOC.split("\n")
+    ghosts = []
+    for row in (8, 9, 10):  # 1-based: "reader = csv.", "while index", "if index"
+        nv.keys("<Esc>")
+        nv.insert_at_end_of(row)
+        nv.keys("<C-g><C-g>")
+        nv.wait(f"(function() local s = {STATE}; return s == nil or s.done == true end)()", "the answer")
+        ghost = nv.lua(f"local s = {STATE}; return s and s.shown and s.ghost or ''")
+        ghosts.append(ghost)  # (an empty answer draws nothing: nothing to check)
+        line = lines[row - 1] + ghost.split("\n")[0]
+        body = "\n" + " " * (len(line) - len(line.lstrip()) + 4) + "pass"
+        # It can still become code: closed as it stands, or ended by the ":" and body a header still needs.
+        endings = [closers(line), closers(line) + ":" + body]
+        completed = [line + e + (body if (line + e).rstrip().endswith(":") and not e.endswith("pass") else "")
+                     for e in endings]
+        head = lines[:7]  # the complete lines above the three probes (each probe line is unfinished)
+        parses = [not parser.parse(("\n".join(head + [c]) + "\n").encode()).root_node.has_error for c in completed]
+        assert any(parses), (row, ghost, completed)
+        nv.keys("<C-e><Esc>u")  # dismiss; leave the buffer as it was
+    assert nv.lua(f"return {LINES}") == lines[:-1] if CSV_DOC.endswith("\n") else lines
