@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "examples" / "nvim"
 SCRIPTED = Path(__file__).with_name("scripted_lsp.py")
 GHOST, MASK = "EditEngineGhost", "EditEngineMask"
-PLACEHOLDER, MAX_PLACEHOLDERS = "░", 16  # the plugin's defaults (mask_char, max_placeholders)
+PLACEHOLDER, MAX_PLACEHOLDERS = "░", 16  # the plugin's mask_char, and the max_placeholders the pass test sets
 DEADLINE = 90.0  # seconds; the first request also waits for the server to start and load the model
 
 # The documents (the packaged model's answers noted are what the tests rely on, checked in each test).
@@ -323,7 +323,7 @@ def _drawn(p: dict[str, Any]) -> tuple[str, int]:
 def test_streamed_passes_update_the_ghost_text_in_place_on_screen(nvim_session: Any) -> None:
     """Each pass is drawn where the suggestion goes, replacing the previous one, with masked slots as
     EditEngineMask placeholders, in colours a 16/256-colour terminal shows ('notermguicolors')."""
-    nv = nvim_session(width=120, height=12)
+    nv = nvim_session(width=120, height=12, setup={"auto": False, "max_placeholders": MAX_PLACEHOLDERS})
     nv.open("greet.py", GREET)
     nv.insert_at_end_of(5)
     row, col, typed = 4, len("    message = "), "    message = "
@@ -706,3 +706,20 @@ def test_no_ghost_that_cannot_continue_the_code(nvim_session: Any) -> None:
         assert any(parses), (row, ghost, completed)
         nv.keys("<C-e><Esc>u")  # dismiss; leave the buffer as it was
     assert nv.lua(f"return {LINES}") == lines[:-1] if CSV_DOC.endswith("\n") else lines
+
+
+
+@pytest.mark.slow
+def test_no_placeholder_is_drawn_by_default(nvim_session: Any) -> None:
+    """A person saw the masked slots' ░ before the text: by default only committed text is ever drawn, even
+    while an asked-for suggestion streams its passes."""
+    nv = nvim_session(width=120, height=12)
+    nv.open("greet.py", GREET)
+    nv.insert_at_end_of(5)
+    first_frame = len(nv.screen.frames)
+    nv.suggest()
+    passes = nv.lua("return _G.ee_test.passes")
+    assert any(p["masked"] > 0 for p in passes), passes  # there were masked slots to draw
+    for frame in nv.screen.frames[first_frame:]:
+        for r in range(len(frame)):
+            assert nv.screen.ghost(frame, r, 0)[1] == 0 and PLACEHOLDER not in nv.screen.text(frame, r)

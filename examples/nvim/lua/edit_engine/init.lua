@@ -42,7 +42,9 @@ M.config = {
   hl_group = "EditEngineGhost", -- the suggestion's text
   mask_hl_group = "EditEngineMask", -- placeholders for slots still masked
   mask_char = "░", -- a placeholder
-  max_placeholders = 16, -- at most this many placeholders for a run of masked slots
+  -- At most this many placeholders for a run of masked slots while an asked-for suggestion streams its passes;
+  -- 0 (the default): none, only the text committed so far is drawn (16 shows the slots filling in).
+  max_placeholders = 0,
   next_edit_key = "<C-g>n", -- insert mode: ask for the next edit (also :EditEngineNextEdit)
   next_edit_accept_key = "<Tab>", -- insert and normal mode, while a next edit is shown: apply it, ask again
   next_edit_dismiss_key = "<Esc>", -- normal mode, while a next edit is shown: clear it
