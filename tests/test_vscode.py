@@ -59,6 +59,21 @@ return Array.from(document.querySelectorAll('.monaco-editor .view-lines .view-li
     return copy.textContent.replace(/\\u00a0/g, ' ');
   });
 """
+# Records every text the extension draws for a pass (a decoration's ::after content), in order, as it changes.
+WATCH_PASSES_JS = """
+window.__passes = [];
+const root = document.querySelector('.monaco-editor .view-lines');
+const look = () => {
+  const now = [];
+  for (const s of root.querySelectorAll('span')) {
+    const c = getComputedStyle(s, '::after').content;
+    if (c && c !== 'none' && c !== 'normal' && c !== '""') now.push(c);
+  }
+  const key = now.join('|');
+  if (key && window.__passes[window.__passes.length - 1] !== key) window.__passes.push(key);
+};
+new MutationObserver(look).observe(root, {subtree: true, childList: true, attributes: true, characterData: true});
+"""
 GHOST_JS = """
 return Array.from(document.querySelectorAll('.monaco-editor [class*="ghost-text"]'))
   .map(g => g.textContent.replace(/\\u00a0/g, ' ')).join('');
@@ -292,13 +307,18 @@ def test_the_real_language_server_behind_the_extension(vscode: Any, tiny_checkpo
     log = tmp_path / "lsp.log"
     v = vscode([], server=[sys.executable, "-m", "edit_engine.lsp", "--threads", "1", "--log-file", str(log)],
                settings={"editEngine.modelPath": str(tiny_checkpoint), "editEngine.showThreshold": 0,
-                         "editEngine.streamPasses": True, "editEngine.memory": False})
+                         "editEngine.streamPasses": True, "editEngine.memory": False, "editEngine.threshold": 2.0,
+                         "editEngine.minCommit": 1, "editEngine.maxTokens": 12})
     v.open("fib.py", FIB)
     v.go_to_end_of(4)
+    v.d.execute_script(WATCH_PASSES_JS)
     v.keys("x")
     v.until("a ghost from the server", lambda: v.ghost() != "", lambda: v.ghost() or v.keys(Keys.BACKSPACE, "x"))
     v.shot("8-real-server-ghost")
     ghost = v.ghost()  # VS Code's own ghost text: the server's answer (its passes are decorations before it)
+    drawn = [str(t) for t in v.d.execute_script("return window.__passes")]
+    # Every pass drawn in place of the last: one decoration at a time, several in turn, before the answer.
+    assert len(drawn) >= 2 and not any("\u2591" in t for t in drawn), drawn  # and no placeholder among them
     v.keys(Keys.TAB)
     v.wait("the real server's suggestion accepted", lambda: v.lines()[3].startswith("    x" + ghost.split("\n")[0]))
     assert "passes" in log.read_text()  # the fill ran on the real server

@@ -107,7 +107,7 @@ function renderPass(p: PassParams): void {
   editor.setDecorations(ghost, [
     {
       range: new vscode.Range(range.end, range.end),
-      renderOptions: { after: { contentText: lines[0] + more + (p.masked ? " ░" : "") } },
+      renderOptions: { after: { contentText: lines[0] + more } }, // the text so far: no placeholders
     },
   ]);
 }
