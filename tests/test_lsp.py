@@ -472,7 +472,7 @@ async def test_a_request_waiting_on_a_keystrokes_fill_is_stale_after_the_next_ke
     -32801 (content modified), never with a fill computed for a text it did not ask about. A server of its own:
     no other open document offers a copy that would end the fill in one pass, and no memory of code a draft."""
     slow = await start(tmp_path, {"modelPath": str(slow_checkpoint), "streamPasses": True, "threshold": 2.0,
-                                  "maxTokens": 256, "memory": False})
+                                  "maxTokens": 256, "memory": False, "showThreshold": 0})  # passes streamed
     try:
         await _stale_after_the_next_keystroke(slow)
     finally:
