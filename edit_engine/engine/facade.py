@@ -208,9 +208,9 @@ class Engine:
         answer is replaced by none (with the reason) when the show gate estimates it less likely to be accepted
         (``gate``): 0 (the default) shows every answer, as an explicit request wants; None applies the engine's
         fitted threshold, as an editor does for the suggestions it shows while the user types."""
-        for p, (_, t) in holes.document_passes(self.rt, text, offset, language, selection, max_tokens, seed,
-                                               should_stop, overrides, mode, repair, uri, related,
-                                               show_threshold=show_threshold):
+        for p, (_, t) in holes.document_passes(self.rt, self.plan_document, text, offset, language, selection,
+                                               max_tokens, seed, should_stop, overrides, mode, repair, uri,
+                                               related, show_threshold=show_threshold):
             yield replace(p, timings=t) if p.final else p
 
     def complete(self, text: str, offset: int, language: str = "python",
@@ -220,9 +220,9 @@ class Engine:
                  **overrides: Any) -> Completion:
         """The edit for a cursor (or a selection): ``text`` replaces ``document[start:end]`` (``stream_complete``
         documents the arguments)."""
-        last = deque(holes.document_passes(self.rt, text, offset, language, selection, max_tokens, seed, None,
-                                           overrides, mode, repair, uri, related, stream=False,
-                                           show_threshold=show_threshold), maxlen=1)
+        last = deque(holes.document_passes(self.rt, self.plan_document, text, offset, language, selection,
+                                           max_tokens, seed, None, overrides, mode, repair, uri, related,
+                                           stream=False, show_threshold=show_threshold), maxlen=1)
         p, (kind, t) = last[0]
         return Completion(p.text, p.index + 1, p.nfe, t["total"], p.stop_reason, self.rt.count_tokens(p.text), t,
                           p.start, p.end, kind, p.source, p.reason, p.score, p.estimate)

@@ -19,7 +19,7 @@ from edit_engine.decoding.sampler import SamplerConfig
 from edit_engine.engine import rounds
 from edit_engine.engine.credentials import REASON as CREDENTIAL
 from edit_engine.engine.credentials import writes_credential
-from edit_engine.engine.document import plan_document
+from edit_engine.engine.document import DocumentPlan
 from edit_engine.engine.results import Pass, decode_preview, unheal
 from edit_engine.engine.runtime import Runtime, check_text
 
@@ -81,18 +81,19 @@ def passes(rt: Runtime, prefix: str, suffix: str, language: str, max_tokens: int
                        preview), timings
 
 
-def document_passes(rt: Runtime, text: str, offset: int, language: str, selection: tuple[int, int] | None,
+def document_passes(rt: Runtime, plan: Callable[..., DocumentPlan], text: str, offset: int, language: str,
+                    selection: tuple[int, int] | None,
                     max_tokens: int | None, seed: int, should_stop: Callable[[], bool] | None,
                     overrides: dict[str, Any], mode: str, do_repair: bool | int, uri: str | None,
                     related: list[str] | None, stream: bool = True,
                     show_threshold: float | None = 0.0) -> Iterator[tuple[Pass, tuple[str, dict[str, float]]]]:
     """Plan, denoise, post-process, check and repair; yields every pass with (span kind, timings so far).
-    ``stream=False``: only the passes that end a round (the caller wants the last one). No pass writes what
+    ``plan``: the engine's ``plan_document`` (a subclass may wrap it). ``stream=False``: only the passes that end
+    a round (the caller wants the last one). No pass writes what
     looks like a credential (``credentials``: its text is dropped, whatever its source); the final pass goes
     through the show gate (``show_threshold``, as ``Engine.stream_complete``)."""
     t0 = time.perf_counter()
-    dp = plan_document(rt, text, offset, language, selection, max_tokens, mode, do_repair, uri, related,
-                       **overrides)
+    dp = plan(text, offset, language, selection, max_tokens, mode, do_repair, uri, related, **overrides)
     timings = {**dp.timings, "repair": 0.0}
     for p in rounds.document_passes(rt, dp, seed, should_stop, timings, stream):
         if p.text and writes_credential(dp.text[dp.text.rfind("\n", 0, p.start) + 1 : p.start], p.text):
