@@ -109,10 +109,6 @@ class Indexer:
         self._stop.set()
         self._changes.put(None)
 
-    def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
     def changed(self, path: str | Path) -> None:
         """A file was saved, created or deleted: after the first walk, the indexer's thread counts it again
         (only its changed lines) or forgets it. Files outside the folders, of other languages or too large are
