@@ -399,3 +399,29 @@ async def test_completions_get_the_other_open_documents(tmp_path: Path) -> None:
         assert "related: 1 documents" in log, log[-2000:]
     finally:
         await stop(s)
+
+
+@e2e
+async def test_a_costly_next_edit_never_delays_a_fill(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """Sixteen block edits (150 rows changed, one added) made the history's analysis take 14 s on the model
+    thread, and a fill in another document waited for it. The analysis runs on a thread of its own, within its
+    budget: the fill is answered meanwhile."""
+    s = await start(tmp_path, {"modelPath": str(tiny_checkpoint), "showThreshold": 0})
+    try:
+        text = "".join(f"row_{i} = func_{i}(alpha, beta)\n" for i in range(2600))
+        ed = Editor(s, "file:///blocks.py", text)
+        for k in range(16):
+            lines = ed.text.splitlines(True)
+            start_, end_ = sum(map(len, lines[: 150 * k])), sum(map(len, lines[: 150 * k + 150]))
+            ed.change(start_, end_, "".join(x.replace(")", f", k{k})") for x in lines[150 * k : 150 * k + 150])
+                      + f"extra_{k} = {k}\n")
+        doc = "def add(a, b):\n    return \n"
+        s.open("file:///small.py", doc)
+        pending = asyncio.ensure_future(ed.next_edit(len(ed.text) // 2))
+        t = asyncio.get_running_loop().time()
+        await s.infill({"textDocument": {"uri": "file:///small.py"}, "position": pos(doc, doc.index("return ") + 7)})
+        waited = asyncio.get_running_loop().time() - t
+        assert waited < 6.0, f"the fill waited {waited:.1f} s behind the next edit"
+        await asyncio.wait_for(pending, DEADLINE)
+    finally:
+        await stop(s)

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from edit_engine.edits import budget
 from edit_engine.edits.patterns import (
     CALLS,
     DEFINITIONS,
@@ -175,6 +176,7 @@ def definition_edits(r: Region, a: Analysis) -> list[Edit]:
             shift = 1 if names and names[0] in STOP_WORDS else 0
             if name in names or len(names) - shift != len(cc.old):
                 continue
+            budget.spend(1 + (len(added) + len(r.text)) // 64)
             m = re.search(r"[(,]\s*(" + re.escape(name) + r"\s*:\s*[^,)=\n]+?)\s*[,)=]", added + "\n" + r.text)
             texts = [node_text(r, x) for x in ps]
             e = _rewrite_args(r, d, ps, texts[: at + shift] + [m.group(1) if m else name] + texts[at + shift :],

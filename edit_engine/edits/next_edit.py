@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from edit_engine.edits import edit_prompt, patterns, propagate
+from edit_engine.edits import budget, edit_prompt, patterns, propagate
 from edit_engine.engine import rounds
 from edit_engine.engine.document import plan_document
 from edit_engine.engine.results import Pass
@@ -294,24 +294,53 @@ def model_passes(rt: Runtime, req: Request, analysis: patterns.Analysis, seed: i
 
 
 # ---------------------------------------------------------------------------------------------------- the request
-def passes(rt: Runtime | None, req: Request, use_model: bool = True, seed: int = 0,
-           should_stop: Callable[[], bool] | None = None) -> Iterator[tuple[Pass, NextEdit | None]]:
-    """Every pass of a next-edit request with, on the final one, the proposal (None: no edit)."""
+@dataclass(frozen=True)
+class Staged:
+    """A request after its pattern stage: the history's analysis and the pattern edit it proposes (None: the
+    model's stage may still propose one)."""
+
+    req: Request
+    analysis: patterns.Analysis
+    proposal: NextEdit | None
+    t0: float
+    timings: dict[str, float]
+
+
+def pattern_stage(rt: Runtime | None, req: Request,
+                  should_stop: Callable[[], bool] | None = None) -> Staged | None:
+    """The history analysed and the pattern edit chosen, within the request's work budget
+    (``budget.limit``: past it, ``budget.OverBudget``); None when ``should_stop`` stopped it."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    analysis = patterns.analyse(list(req.history), req.document, req.language)
-    doc = rt.document(req.document, req.language, None) if rt is not None else \
-        syntax.Document.parse(req.document, req.language)
-    timings["analyse"] = (time.perf_counter() - t0) * 1e3
-    h = propose_pattern(req, doc, analysis)
+    try:
+        with budget.scope(budget.limit(req.document, *req.history, *req.related), "next edit", should_stop):
+            analysis = patterns.analyse(list(req.history), req.document, req.language)
+            doc = rt.document(req.document, req.language, None) if rt is not None else \
+                syntax.Document.parse(req.document, req.language)
+            timings["analyse"] = (time.perf_counter() - t0) * 1e3
+            h = propose_pattern(req, doc, analysis)
+    except budget.Stopped:
+        return None
+    except RecursionError:
+        raise ValueError("the document or its history nests too deeply to analyse") from None
     timings["patterns"] = (time.perf_counter() - t0) * 1e3 - timings["analyse"]
-    if h is not None:
-        ne = NextEdit(h.start, h.end, h.text, "pattern", (time.perf_counter() - t0) * 1e3, h.kinds, 1.0, timings)
-        yield Pass(0, h.text, 0, True, 0, h.start, h.end, "complete"), ne
+    ne = None if h is None else \
+        NextEdit(h.start, h.end, h.text, "pattern", (time.perf_counter() - t0) * 1e3, h.kinds, 1.0, timings)
+    return Staged(req, analysis, ne, t0, timings)
+
+
+def model_stage(rt: Runtime | None, staged: Staged, use_model: bool = True, seed: int = 0,
+                should_stop: Callable[[], bool] | None = None) -> Iterator[tuple[Pass, NextEdit | None]]:
+    """The passes after the pattern stage: its proposal as one final pass, else the model's rewrite (when
+    ``use_model``), ending with a ``NO_EDIT`` pass when nothing is proposed."""
+    req, t0, timings = staged.req, staged.t0, staged.timings
+    if staged.proposal is not None:
+        ne = staged.proposal
+        yield Pass(0, ne.text, 0, True, 0, ne.start, ne.end, "complete"), ne
         return
     if use_model and rt is not None and rt.canvas:
         index = 0
-        for p, gain in model_passes(rt, req, analysis, seed, should_stop, timings):
+        for p, gain in model_passes(rt, req, staged.analysis, seed, should_stop, timings):
             index = p.index + 1
             if not p.final:
                 yield p, None
@@ -327,6 +356,15 @@ def passes(rt: Runtime | None, req: Request, use_model: bool = True, seed: int =
     yield Pass(0, "", 0, True, 0, req.cursor, req.cursor, NO_EDIT), None
 
 
+def passes(rt: Runtime | None, req: Request, use_model: bool = True, seed: int = 0,
+           should_stop: Callable[[], bool] | None = None) -> Iterator[tuple[Pass, NextEdit | None]]:
+    """Every pass of a next-edit request with, on the final one, the proposal (None: no edit); nothing when
+    ``should_stop`` stopped it."""
+    staged = pattern_stage(rt, req, should_stop)
+    if staged is not None:
+        yield from model_stage(rt, staged, use_model, seed, should_stop)
+
+
 def next_edit(rt: Runtime | None, req: Request, use_model: bool = True, seed: int = 0,
               should_stop: Callable[[], bool] | None = None) -> NextEdit | None:
     """The proposal for a checked request (``check_request``), or None (also when ``should_stop`` stopped it)."""
@@ -334,4 +372,3 @@ def next_edit(rt: Runtime | None, req: Request, use_model: bool = True, seed: in
     for _, ne in passes(rt, req, use_model, seed, should_stop):
         out = ne
     return out
-

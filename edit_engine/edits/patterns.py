@@ -26,15 +26,24 @@ in the editable region; ``next_edit.py`` picks one.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import keyword
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from edit_engine.edits import budget
 from edit_engine.syntax import trees as syntax
 
 MAX_DIFFS = 32  # the most recent diffs of a history that are analysed (older ones add little and cost time)
+MAX_CHANGES = 64  # the most recent changes (runs of removed/added rows) of those diffs that are analysed
+# Rows a change may remove or add and still be paired row by row (renames, per-row line edits): a larger one is a
+# paste or a generated block, whose pairing would cost the product of its sides.
+PAIR_ROWS = 200
+PAIR_REACH = 16  # added rows after the previous pair that a removed row is compared with
+CONTEXT_ROWS = 32  # context rows kept on each side of a change
+MAX_NAMED = 64  # the most recent aliases and assignments kept (each is searched for in the region)
 # Calls and definitions are read from the files before and after each of the last ``STRUCTURE_DIFFS`` diffs (two
 # tree-sitter parses each, ~1 ms per 10 k characters) of documents up to ``STRUCTURE_CHARS``; beyond, text only.
 STRUCTURE_DIFFS = 8
@@ -146,12 +155,14 @@ def _hunk_rows(lines: list[str], i: int, old_n: int, new_n: int, number: int) ->
 
 
 def changes(hunks: list[Hunk], diff: int) -> list[Change]:
-    """The runs of removed / added rows of a diff's hunks, with their context rows."""
+    """The runs of removed / added rows of a diff's hunks, with their context rows (the ``CONTEXT_ROWS`` nearest
+    on each side, within the hunk)."""
     out: list[Change] = []
     for h in hunks:
         old, new = h.old_start, h.new_start
         k = 0
         rows = h.rows
+        at = [i for i, (kind, _) in enumerate(rows) if kind == " "]  # the context rows' places
         while k < len(rows):
             if rows[k][0] == " ":
                 old, new, k = old + 1, new + 1, k + 1
@@ -161,8 +172,9 @@ def changes(hunks: list[Hunk], diff: int) -> list[Change]:
                 j += 1
             removed = tuple(t for kind, t in rows[k:j] if kind == "-")
             added = tuple(t for kind, t in rows[k:j] if kind == "+")
-            before = tuple(t for kind, t in rows[:k] if kind == " ")
-            after = tuple(t for kind, t in rows[j:] if kind == " ")
+            b, e = bisect.bisect_left(at, k), bisect.bisect_left(at, j)
+            before = tuple(rows[i][1] for i in at[max(0, b - CONTEXT_ROWS) : b])
+            after = tuple(rows[i][1] for i in at[e : e + CONTEXT_ROWS])
             out.append(Change(diff, old, new, removed, added, before, after))
             old, new, k = old + len(removed), new + len(added), j
     return out
@@ -198,6 +210,7 @@ def _find_block(lines: list[str], block: list[str], near: int, reach: int = 200)
     if not block:
         return min(near, len(lines))
     for d in range(reach + 1):
+        budget.spend(len(block))
         for at in (near - d, near + d) if d else (near,):
             if 0 <= at <= len(lines) - len(block) and lines[at : at + len(block)] == block:
                 return at
@@ -250,6 +263,14 @@ class Analysis:
     gone: set[str] = field(default_factory=set)  # names whose definition the history removed, defined nowhere now
     imported: set[str] = field(default_factory=set)  # names the history newly imported
     assigned: list[tuple[str, str, str]] = field(default_factory=list)  # new assignments: name, indentation, value
+    pairs: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # id(change) -> its ``line_pairs``
+
+    def pairs_of(self, c: Change) -> list[tuple[str, str]]:
+        """``line_pairs`` of a change, computed once."""
+        got = self.pairs.get(id(c))
+        if got is None:
+            got = self.pairs[id(c)] = line_pairs(c.removed, c.added)
+        return got
 
     @property
     def last(self) -> Change | None:
@@ -264,33 +285,44 @@ def analyse(history: list[str], document: str, language: str = "python") -> Anal
     a = Analysis()
     for d, hunks in enumerate(parsed):
         a.changes += changes(hunks, d)
+    a.changes = a.changes[-MAX_CHANGES:]
     imports: set[int] = set()  # changes inside an import statement (their rows are imported names)
     grammar = syntax.load(language)
     if grammar.has_tree and a.changes and len(document) <= STRUCTURE_CHARS:
         states = history_states(document, parsed)
         for d, st in enumerate(states):
             if st is not None and d >= len(states) - STRUCTURE_DIFFS:
+                budget.spend((len(st[0]) + len(st[1])) // 64)
                 ch = [c for c in a.changes if c.diff == d]
                 calls, params, inside = _structure(st[0], st[1], ch, language)
                 a.calls += calls
                 a.params += params
                 imports |= {id(c) for c in inside}
-    a.renames = _renames(a.changes, imports)
+    a.renames = _renames(a, imports)
     a.gone = _gone(a.changes, document, {x.old for x in a.renames})
-    a.aliases = _aliases(a.changes)
+    a.aliases = _aliases(a.changes)[-MAX_NAMED:]
     listed = {id(c) for c in a.changes if id(c) in imports or _in_import(c)}
     a.imported = {n for c in a.changes for x in c.added for n in _imported(x, id(c) in listed)} - \
         {n for c in a.changes for x in c.removed for n in _imported(x, id(c) in listed)}
-    a.assigned = [(m.group(2), m.group(1), m.group(3).strip()) for c in a.changes for x in c.added
-                  if (m := _ASSIGN.match(x)) and id(c) not in listed
-                  and m.group(2) not in {defined_name(y) for y in c.removed}]
+    for c in a.changes:
+        if id(c) in listed:
+            continue
+        budget.spend(len(c.removed) + len(c.added))
+        was = {defined_name(y) for y in c.removed}
+        a.assigned += [(m.group(2), m.group(1), m.group(3).strip()) for x in c.added
+                       if (m := _ASSIGN.match(x)) and m.group(2) not in was]
+    a.assigned = a.assigned[-MAX_NAMED:]
     return a
 
 
 def line_pairs(removed: tuple[str, ...], added: tuple[str, ...]) -> list[tuple[str, str]]:
     """Removed lines paired with the added lines that replaced them: equal-sized replaced runs line by line,
-    otherwise each removed line with the most similar added line after the previous pair (ratio >= 0.5)."""
+    otherwise each removed line with the most similar of the ``PAIR_REACH`` added lines after the previous pair
+    (ratio >= 0.5)."""
     out: list[tuple[str, str]] = []
+    if not removed or not added or len(removed) > PAIR_ROWS or len(added) > PAIR_ROWS:
+        return out
+    budget.spend(len(removed) * len(added))
     sm = difflib.SequenceMatcher(None, list(removed), list(added), autojunk=False)
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag != "replace":
@@ -301,8 +333,14 @@ def line_pairs(removed: tuple[str, ...], added: tuple[str, ...]) -> list[tuple[s
         j = j1
         for o in removed[i1:i2]:
             best, at = 0.5, -1
-            for k in range(j, j2):
-                r = difflib.SequenceMatcher(None, o.strip(), added[k].strip(), autojunk=False).ratio()
+            sm = difflib.SequenceMatcher(None, o.strip(), "", autojunk=False)
+            for k in range(j, min(j2, j + PAIR_REACH)):
+                sm.set_seq2(added[k].strip())
+                budget.spend(1 + (len(o) + len(added[k])) // 16)
+                if sm.real_quick_ratio() < best or sm.quick_ratio() < best:
+                    continue  # an upper bound of the ratio already says no
+                budget.spend(4 * (1 + (len(o) + len(added[k])) // 16))
+                r = sm.ratio()
                 if r >= best:
                     best, at = r, k
             if at >= 0:
@@ -311,15 +349,18 @@ def line_pairs(removed: tuple[str, ...], added: tuple[str, ...]) -> list[tuple[s
     return out
 
 
-def _renames(chs: list[Change], imports: set[int] | None = None) -> list[Rename]:
+def _renames(an: Analysis, imports: set[int] | None = None) -> list[Rename]:
     """Words replaced one-for-one on paired lines, renamed definitions and renamed imports (one name no longer
     imported where one new name is, over the history); a word renamed two ways is dropped, a later rename of the
     same word (same kind) wins over an earlier one."""
+    chs = an.changes
     found: dict[tuple[str, bool], str | None] = {}
     keywords: set[str] = set()
     for c in chs:
-        for o, n in line_pairs(c.removed, c.added):
+        used: set[tuple[str, bool]] | None = None  # (word, as an attribute) on the change's added rows
+        for o, n in an.pairs_of(c):
             a, b = tokens(o), tokens(n)
+            budget.spend(len(a) + len(b))
             sm = difflib.SequenceMatcher(None, [t for *_, t in a], [t for *_, t in b], autojunk=False)
             ops = [op for op in sm.get_opcodes() if op[0] != "equal"]
             if sm.ratio() < RENAME_SIMILARITY:
@@ -329,9 +370,11 @@ def _renames(chs: list[Change], imports: set[int] | None = None) -> list[Rename]
                     continue
                 old, new = a[i1][2], b[j1][2]
                 attr = i1 > 0 and a[i1 - 1][2] == "." and j1 > 0 and b[j1 - 1][2] == "."
+                if used is None:
+                    used = {u for x in c.added for u in _words_used(x)}
                 if not (WORD.fullmatch(old) and WORD.fullmatch(new)) or keyword.iskeyword(old) \
                         or keyword.iskeyword(new) or old[0].isdigit() != new[0].isdigit() or len(old) < 2 \
-                        or old in SELF_NAMES or new in SELF_NAMES or any(_uses(x, old, attr) for x in c.added):
+                        or old in SELF_NAMES or new in SELF_NAMES or (old, attr) in used:
                     continue  # not a name, or still used that way after the edit: not renamed
                 if old[0].isdigit() and len(ops) > 1:
                     continue  # a number is renamed only when it is the line's one change
@@ -352,14 +395,22 @@ def _gone(chs: list[Change], document: str, renamed: set[str]) -> set[str]:
     """Names a removed row defined (an assignment, a definition) that nothing defines any more and that were
     not renamed."""
     out = set()
+    defined: set[str] | None = None
     for c in chs:
+        added = {defined_name(x) for x in c.added}
         for row in c.removed:
             name = defined_name(row)
-            if name and name not in renamed and not any(defined_name(x) == name for x in c.added) and not \
-                    re.search(r"^\s*(?:(?:async\s+)?def\s+|class\s+)?" + re.escape(name) + r"\b\s*(?:[:=(]|$)",
-                              document, re.M):
-                out.add(name)
+            if name and name not in renamed and name not in added:
+                if defined is None:
+                    budget.spend(len(document) // 64)
+                    defined = {m.group(1) for m in _DEFINED_AT.finditer(document)}
+                if name not in defined:
+                    out.add(name)
     return out
+
+
+# A row that defines or assigns a name at its start: ``def name(``, ``class name:``, ``name =``, ``name:``.
+_DEFINED_AT = re.compile(r"^[ \t]*(?:(?:async[ \t]+)?def[ \t]+|class[ \t]+)?([^\W\d]\w*)[ \t]*(?:[:=(]|$)", re.M)
 
 
 def is_keyword_name(toks: list[str], k: int) -> bool:
@@ -399,8 +450,13 @@ _LISTED = re.compile(r"^\s*([^\W\d]\w*(?:\s+as\s+[^\W\d]\w*)?)\s*(?:,\s*)?(?:#.*
 
 def _uses(line: str, word: str, attribute: bool) -> bool:
     """``line`` holds ``word`` as an attribute (``.word``) or, for ``attribute=False``, as a plain name."""
+    return (word, attribute) in _words_used(line)
+
+
+def _words_used(line: str) -> set[tuple[str, bool]]:
+    """The tokens of ``line``, each with whether it follows a ``.`` (an attribute)."""
     toks = [t for *_, t in tokens(line)]
-    return any(t == word and (k > 0 and toks[k - 1] == ".") == attribute for k, t in enumerate(toks))
+    return {(t, k > 0 and toks[k - 1] == ".") for k, t in enumerate(toks)}
 
 
 def _imported(line: str, listed: bool = False) -> list[str]:
@@ -541,6 +597,7 @@ def nodes_in_rows(doc: syntax.Document, types: frozenset[str], first: int, last:
     stack = [doc.tree.root_node]
     while stack:
         n = stack.pop()
+        budget.spend(1)
         if n.end_point[0] < first or n.start_point[0] >= last:
             continue
         if n.type in types:

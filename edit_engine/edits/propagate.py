@@ -24,9 +24,10 @@ overlap (in the order of ``KINDS``, then the most recent pattern). Rows the last
 
 from __future__ import annotations
 
+import bisect
 import re
 
-from edit_engine.edits import call_sites
+from edit_engine.edits import budget, call_sites
 from edit_engine.edits.patterns import (
     CALLS,
     DEFINITIONS,
@@ -38,7 +39,6 @@ from edit_engine.edits.patterns import (
     indent_of,
     is_identifier,
     is_keyword_name,
-    line_pairs,
     nodes_in_rows,
     param_name,
     parameters,
@@ -57,6 +57,7 @@ from edit_engine.edits.sites import (
 )
 from edit_engine.syntax import positions
 
+REGEX_STEPS = 1_000  # budget steps of compiling a pattern's regular expression (about a third of a millisecond)
 KINDS = ("line", "call", "argument", "alias", "rename")
 MAX_MAPPED = 2  # identifiers a line edit may rename to fit a block (more: a different statement)
 MIN_SAME = 0.5  # share of a block's tokens that must be equal (not renamed) for a line edit to apply
@@ -69,7 +70,7 @@ def candidates(r: Region, a: Analysis) -> list[Edit]:
     out: list[Edit] = []
     recent = sorted(a.changes, key=lambda c: -c.diff)
     for order, c in enumerate(recent):
-        out += _line_edits(r, c, order)
+        out += _line_edits(r, c, order, a)
     if r.doc.tree is not None:
         out += call_sites.call_edits(r, a.calls)
         out += call_sites.definition_edits(r, a)
@@ -109,11 +110,15 @@ def overlap(a: Edit, b: Edit) -> bool:
 
 def resolve(edits: list[Edit]) -> list[Edit]:
     """Edits that do not overlap, the stronger kind (then the more recent pattern) winning, in document order."""
-    kept: list[Edit] = []
+    kept: list[Edit] = []  # in document order, none touching another: only the neighbours of a place can
+    starts: list[int] = []
     for e in sorted(edits, key=lambda e: (KINDS.index(e.kind), e.order, e.start)):
-        if not any(overlap(e, k) for k in kept):
-            kept.append(e)
-    return sorted(kept, key=lambda e: (e.start, e.end))
+        budget.spend(1)
+        i = bisect.bisect_left(starts, e.start)
+        if not any(overlap(e, kept[j]) for j in (i - 1, i) if 0 <= j < len(kept)):
+            kept.insert(i, e)
+            starts.insert(i, e.start)
+    return kept
 
 
 # ---------------------------------------------------------------------------------------------------- line edits
@@ -128,6 +133,7 @@ def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str,
     for k, pat in enumerate(block):
         if row + k >= r.last:
             return None
+        budget.spend(1)
         got = unify(r.line(row + k), pat, mapping)
         if got is None:
             return None
@@ -145,7 +151,7 @@ def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str,
     return mapping
 
 
-def _line_edits(r: Region, c: Change, order: int) -> list[Edit]:
+def _line_edits(r: Region, c: Change, order: int, a: Analysis) -> list[Edit]:
     """Where the change's removed block (or, for an insertion, its context lines) recurs in the region; for a
     block of several rows, also each of its rows paired with the row that replaced it (weaker: ``order``)."""
     if not any(x.strip() for x in c.removed + c.added):
@@ -157,7 +163,7 @@ def _line_edits(r: Region, c: Change, order: int) -> list[Edit]:
         return _insertions(r, c, 2 * order) if single else []
     out = _block_edits(r, c.removed, c.added, 2 * order, c.before[-1:], c.after[:1])
     if len(c.removed) > 1:
-        for o, n in line_pairs(c.removed, c.added):
+        for o, n in a.pairs_of(c):
             out += _block_edits(r, (o,), (n,), 2 * order + 1)
     return out
 
@@ -233,6 +239,7 @@ def _insertions(r: Region, c: Change, order: int) -> list[Edit]:
         return []
     out = []
     for row in range(r.first, r.last + (1 if above is not None else 0)):
+        budget.spend(1)
         mapping: dict[str, str] = {}
         if above is not None and (row - 1 < r.first or unify(r.line(row - 1), above, mapping) is None):
             continue
@@ -262,6 +269,7 @@ def _alias_edits(r: Region, aliases: list[tuple[str, str]]) -> list[Edit]:
     """Occurrences of an aliased expression after its ``name = expression`` line, in the same block."""
     out: list[Edit] = []
     for name, expr in aliases:
+        budget.spend(REGEX_STEPS + r.starts[r.last - 1] // 64)
         rx = re.compile(r"^([ \t]*)" + r"(?:(?:const|let|var|mut)\s+)*" + re.escape(name) + r"\s*(?::=|=)\s*"
                         + re.escape(expr), re.M)
         for m in rx.finditer(r.text, 0, r.starts[r.last - 1]):
@@ -277,6 +285,7 @@ def _keyword_edits(r: Region, a: Analysis) -> list[Edit]:
     ``dtype = torch.float16`` added, ``autocast(dtype=torch.bfloat16)`` -> ``autocast(dtype=dtype)``."""
     out: list[Edit] = []
     for name, ind, value in a.assigned:
+        budget.spend(REGEX_STEPS + len(r.text) // 64 + r.last - r.first)
         rx = re.compile(r"(?<![\w.])" + re.escape(name) + r"(\s*=\s*)(" + _CONSTANT.pattern + r")(?=\s*[,)])")
         home = re.search(r"^" + re.escape(ind) + re.escape(name) + r"\s*(?::[^=\n]*)?=(?!=)", r.text, re.M)
         if home is None:
@@ -327,12 +336,14 @@ def _named(r: Region, name: str, expr: str, home: int, ind: int, stop: int | Non
     out: list[Edit] = []
     want = [t for *_, t in tokens(expr)]
     for row in range(home + 1, min(r.last, stop if stop is not None else r.last)):
+        budget.spend(1)
         line = r.line(row)
         if stop is None and line.strip() and len(indent_of(line)) < ind:
             break  # left the block the alias was made in
         if row < r.first or re.match(r"\s*" + re.escape(name) + r"\s*(?::=|=(?!=))", line):
             continue
         toks = tokens(line)
+        budget.spend(1 + len(toks) * len(want))
         texts = [t for *_, t in toks]
         for k in range(len(toks) - len(want) + 1):
             j = k + len(want)
@@ -378,6 +389,7 @@ def _gone_edits(r: Region, a: Analysis) -> list[Edit]:
     for row in range(r.first, r.last):
         line, base = r.line(row), r.starts[row]
         toks = tokens(line)
+        budget.spend(1 + len(toks))
         texts = [t for *_, t in toks]
         for k, t in enumerate(texts):
             if t not in a.gone:
@@ -401,6 +413,7 @@ def _import_edits(r: Region, a: Analysis) -> list[Edit]:
     -> ``@fla_cache_autotune(``."""
     out: list[Edit] = []
     for name in a.imported:
+        budget.spend(REGEX_STEPS + len(r.text) // 64 + r.last - r.first)
         parts = name.strip("_").split("_")
         tails = {"_".join(parts[k:]) for k in range(1, len(parts))}
         tails = {t for t in tails if len(t) >= 4 and t != name}
@@ -408,6 +421,7 @@ def _import_edits(r: Region, a: Analysis) -> list[Edit]:
             continue  # the new name is used already: what it replaces is not known
         for row in range(r.first, r.last):
             toks = tokens(r.line(row))
+            budget.spend(1 + len(toks))
             texts = [t for *_, t in toks]
             for k, t in enumerate(texts):
                 if t not in tails or k + 1 >= len(texts) or texts[k + 1] != "(":
@@ -430,9 +444,12 @@ def _rename_edits(r: Region, a: Analysis) -> list[Edit]:
     for row in range(r.first, r.last):
         line, base = r.line(row), r.starts[row]
         toks = tokens(line)
+        texts = [x for *_, x in toks]
+        budget.spend(1 + len(toks))
         for k, (s, e, t) in enumerate(toks):
             if t not in attr and t not in plain:
                 continue
+            budget.spend(1 + len(quoted))
             inside = any(qs <= base + s and base + e <= qe for qs, qe in quoted)
             if inside and len(t) < 3:
                 continue  # a short word in prose is not the name
@@ -443,7 +460,7 @@ def _rename_edits(r: Region, a: Analysis) -> list[Edit]:
             new = (plain.get(t) or attr.get(t)) if inside else \
                 (attr.get(t) or (plain.get(t) if on_self else None)) if dotted else plain.get(t)
             if new is not None and not inside and t not in named and \
-                    is_keyword_name([x for *_, x in toks], k) and _in_call(r, base + s):
+                    is_keyword_name(texts, k) and _in_call(r, base + s):
                 continue  # another callee's keyword argument: its parameter keeps its name
             if new is not None:
                 out.append(Edit(base + s, base + e, new, "rename"))

@@ -250,16 +250,18 @@ class Engine:
         return rounds.finish_document(self.rt, dp, tokens, index, nfe, stop_reason, seed, should_stop, context)
 
     # ------------------------------------------------------------------ snippet in, file out; edits in, next edit out
-    def apply(self, original: str, update: str, language: str = "python", use_model: bool = True) -> ApplyResult:
+    def apply(self, original: str, update: str, language: str = "python", use_model: bool = True,
+              should_stop: Callable[[], bool] | None = None) -> ApplyResult:
         """Merge ``update`` (code with ``# ... existing code ...``-style markers) into ``original``: the merged
         text, how each chunk was placed and the time it took (``apply.merge``). ``use_model``: the model ranks
-        the candidate places of an ambiguous chunk (otherwise the first is taken). Raises ValueError."""
-        return applying.merge(original, update, language, applying.chooser(self.rt, use_model))
+        the candidate places of an ambiguous chunk (otherwise the first is taken). Raises ValueError (also past
+        the request's work budget), and ``budget.Stopped`` when ``should_stop`` says so."""
+        return applying.merge(original, update, language, applying.chooser(self.rt, use_model), should_stop)
 
     def stream_apply(self, original: str, update: str, language: str = "python",
-                     use_model: bool = True) -> Iterator[Pass]:
+                     use_model: bool = True, should_stop: Callable[[], bool] | None = None) -> Iterator[Pass]:
         """``apply`` as a stream: a ``Pass`` per placed chunk, its text the whole file so far (``apply.stream``)."""
-        return applying.stream(original, update, language, applying.chooser(self.rt, use_model))
+        return applying.stream(original, update, language, applying.chooser(self.rt, use_model), should_stop)
 
     def next_edit(self, document: str, cursor: int, history: list[str], language: str = "python",
                   related: list[str] | None = None, region: tuple[int, int] | None = None, use_model: bool = True,
@@ -268,6 +270,25 @@ class Engine:
         ``region`` (rows), or None (``next_edit.py`` documents the arguments). Raises ValueError."""
         req = next_edits.check_request(document, cursor, history, language, related, region)
         return next_edits.next_edit(self.edits.runtime(self.rt, use_model), req, use_model, seed, should_stop)
+
+    def next_edit_patterns(self, document: str, cursor: int, history: list[str], language: str = "python",
+                           related: list[str] | None = None, region: tuple[int, int] | None = None,
+                           should_stop: Callable[[], bool] | None = None) -> next_edits.Staged | None:
+        """``next_edit``'s first stage, which runs no model: the history analysed and the pattern edit chosen
+        (``Staged.proposal``); None when ``should_stop`` stopped it. ``next_edit_model`` finishes it. A front
+        end runs the two on different threads, so that this CPU work never waits behind the model, nor the
+        model behind it. Raises ValueError (also past the request's work budget)."""
+        req = next_edits.check_request(document, cursor, history, language, related, region)
+        return next_edits.pattern_stage(self.rt, req, should_stop)
+
+    def next_edit_model(self, staged: next_edits.Staged, use_model: bool = True, seed: int = 0,
+                        should_stop: Callable[[], bool] | None = None) -> NextEdit | None:
+        """The proposal after ``next_edit_patterns``: its pattern edit, else the model's rewrite, else None."""
+        out: NextEdit | None = None
+        for _, ne in next_edits.model_stage(self.edits.runtime(self.rt, use_model), staged, use_model, seed,
+                                            should_stop):
+            out = ne
+        return out
 
     def stream_next_edit(self, document: str, cursor: int, history: list[str], language: str = "python",
                          related: list[str] | None = None, region: tuple[int, int] | None = None, use_model: bool = True,

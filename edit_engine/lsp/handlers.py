@@ -45,6 +45,7 @@ from pygls.exceptions import (
 from pygls.lsp.server import LanguageServer
 
 from edit_engine import Engine, Pass, protocol
+from edit_engine.edits.budget import OverBudget
 from edit_engine.engine import NextEdit
 from edit_engine.lsp import indexing, transport
 from edit_engine.lsp import settings as settings_mod
@@ -140,6 +141,9 @@ class EditEngineServer(LanguageServer):
         # One thread runs the model: passes are CPU-bound (torch uses its own intra-op threads), and with a
         # queue of one a superseded request's pass is dropped before it starts instead of competing for cores.
         self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edit-engine-model")
+        # Next edits' analysis (CPU-bound Python, bounded by each request's work budget) runs on a thread of its
+        # own: a slow one never delays a fill on the model thread, and it stops when its request ends.
+        self.edit_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edit-engine-edit")
 
     # ------------------------------------------------------------------ running
     def start_io(self, stdin: Any = None, stdout: Any = None) -> int:  # type: ignore[override]
@@ -149,6 +153,7 @@ class EditEngineServer(LanguageServer):
         finally:
             indexing.stop(self)
             self.model_thread.shutdown(wait=False, cancel_futures=True)
+            self.edit_thread.shutdown(wait=False, cancel_futures=True)
 
     def start_tcp(self, host: str, port: int) -> int:  # type: ignore[override]
         """Serve the first client that connects to ``host:port``; returns the process exit code."""
@@ -157,6 +162,7 @@ class EditEngineServer(LanguageServer):
         finally:
             indexing.stop(self)
             self.model_thread.shutdown(wait=False, cancel_futures=True)
+            self.edit_thread.shutdown(wait=False, cancel_futures=True)
 
     def submit_model(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """``fn(*args)`` on the model thread, counted in ``model_jobs`` until it has run (or was dropped)."""
@@ -169,6 +175,10 @@ class EditEngineServer(LanguageServer):
     def run_model(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """``submit_model`` to await (cancelling the awaitable drops the call if it has not started)."""
         return asyncio.wrap_future(self.submit_model(fn, *args))
+
+    def run_edit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` on the edit thread, to await."""
+        return asyncio.wrap_future(self.edit_thread.submit(fn, *args))
 
     def _job_done(self, _: Future[Any]) -> None:
         with self._jobs_lock:
@@ -698,10 +708,15 @@ async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
     t0 = time.perf_counter()
     try:
         engine = await ls.engine()
-        call = functools.partial(engine.next_edit, text, cursor, history, doc.language, related or None, region,
-                                 should_stop=should_stop)
+        ne: NextEdit | None = None
         try:
-            ne: NextEdit | None = await ls.run_model(call)
+            staged = await ls.run_edit(functools.partial(engine.next_edit_patterns, text, cursor, history,
+                                                         doc.language, related or None, region, should_stop))
+            if staged is not None:
+                ne = staged.proposal or await ls.run_model(
+                    functools.partial(engine.next_edit_model, staged, should_stop=should_stop))
+        except OverBudget as e:  # a history too costly to analyse: no proposal (the user did nothing wrong)
+            log.info("next edit for %s: %s", doc.uri, e)
         except ValueError as e:  # the engine rejects the input
             raise JsonRpcInvalidParams(str(e)) from e
     finally:

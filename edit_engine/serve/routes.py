@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Depends, Request, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from edit_engine.edits.budget import Stopped
 from edit_engine.engine import default_region, guess_language, language_for_path
 from edit_engine.serve.batching import Cancelled, Job
 from edit_engine.serve.errors import ServeError
@@ -201,7 +202,8 @@ def check_size(service: Service, what: str, text: str) -> None:
 
 
 @protected.post("/v1/apply/completions", response_model=None, responses=APPLY_RESPONSES)
-async def apply_completions(body: ApplyRequest, service: Service = Depends(get_service)) -> Response:
+async def apply_completions(body: ApplyRequest, request: Request,
+                            service: Service = Depends(get_service)) -> Response:
     """Apply edit (Mercury Edit's request): merge the ``<|update_snippet|>`` (code with ``# ... existing code
     ...`` markers) into the ``<|original_code|>`` of the last user message; the answer is the merged file, as an
     OpenAI chat completion (or its stream)."""
@@ -213,12 +215,12 @@ async def apply_completions(body: ApplyRequest, service: Service = Depends(get_s
     check_size(service, "the original code", original)
     check_size(service, "the update snippet", update)
 
-    def run() -> tuple[Any, int, int]:  # parses, and may run the model: off the event loop
-        r = service.engine.apply(original, update, body.language)
+    def run(should_stop: Callable[[], bool]) -> tuple[Any, int, int]:  # parses, may run the model: off the loop
+        r = service.engine.apply(original, update, body.language, should_stop=should_stop)
         prompt = sum(service.count_tokens(m.text()) for m in body.messages)
         return r, prompt, service.count_tokens(r.text)
 
-    result, prompt_tokens, completion_tokens = await _off_loop(service, run)
+    result, prompt_tokens, completion_tokens = await _edit_work(service, request, run)
     cid = "chatcmpl-" + uuid.uuid4().hex[:24]
     if body.stream:
         return StreamingResponse(_apply_sse(cid, service.model_name, [p for _, p in result.segments]),
@@ -226,17 +228,31 @@ async def apply_completions(body: ApplyRequest, service: Service = Depends(get_s
     return JSONResponse(chat_body(cid, service.model_name, result.text, prompt_tokens, completion_tokens))
 
 
-async def _off_loop(service: Service, run: Callable[[], _T]) -> _T:
-    """A request's work in a worker thread (it parses, and may run the model), counted: a ValueError is the
-    caller's to fix (400), anything else this request's failure (500), in the API's error shape."""
+async def _edit_work(service: Service, request: Request, run: Callable[[Callable[[], bool]], _T]) -> _T:
+    """A next edit or apply request's work on the server's edit threads (``EditWork``: it parses, and may run
+    the model), stopped when the client disconnects; counted: a ValueError is the caller's to fix (400),
+    anything else this request's failure (500), in the API's error shape."""
+    gone = asyncio.Event()
+
+    async def watch() -> None:  # the body is read: the next message is the client's disconnect
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    watcher = asyncio.create_task(watch())
     try:
-        out = await asyncio.to_thread(run)
+        out = await service.edit_work.run(run, gone.is_set)
+    except ServeError:
+        service.metrics.requests.inc(route="http", outcome="error")
+        raise
     except ValueError as e:
         service.metrics.requests.inc(route="http", outcome="error")
         raise ServeError("invalid_params", str(e)) from e
     except Exception as e:  # a bug: this request's error, in the API's shape
         service.metrics.requests.inc(route="http", outcome="error")
         raise ServeError("internal", f"the request failed: {type(e).__name__}: {e}") from e
+    finally:
+        watcher.cancel()
     service.metrics.requests.inc(route="http", outcome="ok")
     return out
 
@@ -256,7 +272,7 @@ async def _apply_sse(cid: str, model: str, segments: list[str]) -> AsyncIterator
 
 
 @protected.post("/v1/edit/completions", response_model=None, responses=NEXT_EDIT_RESPONSES)
-async def edit_completions(body: EditRequest, service: Service = Depends(get_service)) -> Response:
+async def edit_completions(body: EditRequest, request: Request, service: Service = Depends(get_service)) -> Response:
     """Next edit (Mercury Edit's request): from the ``<|edit_diff_history|>``, propose the next change inside the
     ``<|code_to_edit|>`` region of the ``<|current_file_content|>``; the answer is that region after the edit (or
     as it is, when there is none) between lines of three backticks, as an OpenAI chat completion (or its
@@ -270,12 +286,12 @@ async def edit_completions(body: EditRequest, service: Service = Depends(get_ser
     check_size(service, "the edit history", "".join(prompt.history))
     check_size(service, "the related snippets", "".join(prompt.related))
 
-    def run() -> tuple[str, int, int]:  # parses, and may run the model: off the event loop
-        region = _next_region(service, prompt, body.language)
+    def run(should_stop: Callable[[], bool]) -> tuple[str, int, int]:  # parses, may run the model: off the loop
+        region = _next_region(service, prompt, body.language, should_stop)
         prompt_tokens = sum(service.count_tokens(m.text()) for m in body.messages)
         return region, prompt_tokens, service.count_tokens(region)
 
-    region, prompt_tokens, completion_tokens = await _off_loop(service, run)
+    region, prompt_tokens, completion_tokens = await _edit_work(service, request, run)
     cid = "chatcmpl-" + uuid.uuid4().hex[:24]
     answer = fenced(region)
     if body.stream:
@@ -284,7 +300,7 @@ async def edit_completions(body: EditRequest, service: Service = Depends(get_ser
     return JSONResponse(chat_body(cid, service.model_name, answer, prompt_tokens, completion_tokens))
 
 
-def _next_region(service: Service, prompt: EditPrompt, language: str) -> str:
+def _next_region(service: Service, prompt: EditPrompt, language: str, should_stop: Callable[[], bool]) -> str:
     """The prompt's editable region after the engine's next edit (as it is when there is none). Without
     ``<|code_to_edit|>`` tags the region is the engine's default around the cursor."""
     doc = prompt.document
@@ -298,7 +314,10 @@ def _next_region(service: Service, prompt: EditPrompt, language: str) -> str:
         rows = default_region(doc, prompt.cursor)
         starts = line_starts(doc)
         start, end = starts[rows[0]], starts[rows[1]] if rows[1] < len(starts) else len(doc)
-    ne = service.engine.next_edit(doc, prompt.cursor, prompt.history, language, prompt.related, rows)
+    ne = service.engine.next_edit(doc, prompt.cursor, prompt.history, language, prompt.related, rows,
+                                  should_stop=should_stop)
+    if should_stop():
+        raise Stopped("next edit")
     new = doc[start:end]
     if ne is not None and start <= ne.start <= ne.end <= end:
         new = ne.apply(doc)[start : end + len(ne.text) - (ne.end - ne.start)]

@@ -27,6 +27,7 @@ from typing import Any
 from edit_engine import protocol as rpc
 from edit_engine.engine import DocumentPlan, Engine, Pass
 from edit_engine.serve.batching import Job, JobSpec, LastPass, Overloaded, Scheduler
+from edit_engine.serve.edit_work import EditWork
 from edit_engine.serve.errors import ServeError
 from edit_engine.serve.metrics import Metrics
 from edit_engine.serve.protocol import CompletionRequest, InfillParams
@@ -100,6 +101,7 @@ class Service:
         self.metrics = metrics or Metrics()
         self.scheduler = Scheduler(engine, self.metrics, settings.max_batch, settings.max_queue, before_pass,
                                    settings.document_workers)
+        self.edit_work = EditWork(settings.edit_workers, settings.max_edit_queue, settings.retry_after_s)
 
     @property
     def model_name(self) -> str:
@@ -107,6 +109,7 @@ class Service:
 
     def close(self) -> None:
         self.scheduler.close()
+        self.edit_work.close()
 
     # ------------------------------------------------------------------ limits
     def _check_document(self, chars: int) -> None:

@@ -50,6 +50,10 @@ class Settings:
         "threads running the repair rounds of document requests, and requests that are not batched "
         "(autoregressive or open checkpoints)"))
     max_queue: int = field(default=64, metadata=_help("requests waiting for a batch slot; beyond it: overloaded"))
+    edit_workers: int = field(default=2, metadata=_help(
+        "threads running next edit and apply requests (apart from fills)"))
+    max_edit_queue: int = field(default=8, metadata=_help(
+        "next edit and apply requests waiting for an edit thread; beyond it: overloaded"))
     # Limits: over any of them the request gets a clear error (-32001, HTTP 413/429/503), never a drop.
     max_request_bytes: int = field(default=1_000_000, metadata=_help("largest request body or websocket frame"))
     max_document_chars: int = field(default=MAX_DOCUMENT_CHARS, metadata=_help(

@@ -232,7 +232,9 @@ class Connection:
 
     async def _apply(self, r: _Request, p: ApplyParams) -> None:
         async def work() -> dict[str, Any]:
-            res = await asyncio.to_thread(self.service.engine.apply, p.original, p.update, p.languageId)
+            res = await self.service.edit_work.run(
+                lambda stop: self.service.engine.apply(p.original, p.update, p.languageId, should_stop=stop),
+                lambda: r.cancel_reason is not None)
             return apply_result(res.text, res.elapsed_ms, [x.to_json() for x in res.placements])
 
         await self._answer_once(r, work)
@@ -253,8 +255,8 @@ class Connection:
         self._track(rid, p.uri, lambda r: self._next_edit(r, p))
 
     async def _next_edit(self, r: _Request, p: NextEditParams) -> None:
-        await self._answer_once(r, lambda: asyncio.to_thread(
-            _run_next_edit, self.service, p, lambda: r.cancel_reason is not None))
+        await self._answer_once(r, lambda: self.service.edit_work.run(
+            lambda stop: _run_next_edit(self.service, p, stop), lambda: r.cancel_reason is not None))
 
     # ------------------------------------------------------------------ answers
     def _count(self, e: ServeError) -> None:
@@ -303,6 +305,9 @@ class Connection:
             await self.send({"jsonrpc": "2.0", "id": r.id, "result": result})
         except ValueError as e:
             await self._reject(r.id, ServeError("invalid_params", str(e)))
+        except ServeError as e:  # overloaded, or stopped because it was cancelled
+            await (self._end_early(r, Cancelled(r.cancel_reason)) if r.cancel_reason is not None
+                   else self._reject(r.id, e))
         except Exception as e:  # cancelled, or the work failed
             await self._end_early(r, e)
         finally:

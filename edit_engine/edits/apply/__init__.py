@@ -54,9 +54,16 @@ The package exports what the rest of the engine uses.
 
 from edit_engine.edits.apply.chunks import is_marker
 from edit_engine.edits.apply.placing import DROP_FLOOR, DROP_RATIO, chooser
-from edit_engine.edits.apply.rendering import ApplyResult, Placement, guess_language, merge, stream
+from edit_engine.edits.apply.rendering import (
+           MAX_CHUNKS,
+           ApplyResult,
+           Placement,
+           guess_language,
+           merge,
+           stream,
+)
 from edit_engine.edits.apply.source import Definition, definitions
 from edit_engine.engine.results import MAX_DOCUMENT_CHARS
 
-__all__ = ["DROP_FLOOR", "DROP_RATIO", "MAX_DOCUMENT_CHARS", "ApplyResult", "Definition", "Placement",
+__all__ = ["DROP_FLOOR", "DROP_RATIO", "MAX_CHUNKS", "MAX_DOCUMENT_CHARS", "ApplyResult", "Definition", "Placement",
            "chooser", "definitions", "guess_language", "is_marker", "merge", "stream"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from edit_engine.edits import budget
 from edit_engine.edits.apply.chunks import Chunk
 from edit_engine.edits.apply.source import Source, indent_width
 
@@ -24,6 +25,7 @@ def _block(src: Source, ch: Chunk, i: int, step: int, lo: int, hi: int, stop: in
     rows, _ = src.where(ch.lines[i], lo, hi)
     k = 1
     while len(rows) > 1:
+        budget.spend(len(rows))
         j = i + k * step
         if not (0 <= j < len(ch.lines)) or not ch.items[j] or (j >= stop if step > 0 else j < stop):
             break
@@ -37,12 +39,14 @@ def _block(src: Source, ch: Chunk, i: int, step: int, lo: int, hi: int, stop: in
 def back(src: Source, ch: Chunk, i: int, p: int, i0: int, lo: int) -> tuple[int, int]:
     """Chunk line ``i`` at row ``p``, moved up over the lines before it that match the rows before ``p``."""
     while i > i0 and ch.items[i - 1] and p > lo and src.same(p - 1, ch.lines[i - 1]):
+        budget.spend(1)
         i, p = i - 1, p - 1
     return i, p
 
 
 def forward(src: Source, ch: Chunk, j: int, q: int, i1: int, hi: int) -> tuple[int, int]:
     while j + 1 < i1 and ch.items[j + 1] and q + 1 < hi and src.same(q + 1, ch.lines[j + 1]):
+        budget.spend(1)
         j, q = j + 1, q + 1
     return j, q
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from edit_engine.edits import budget
 from edit_engine.edits.apply.chunks import Chunk
 from edit_engine.edits.apply.source import Definition, Source, definitions, indent_width, norm
 from edit_engine.syntax import trees as syntax
@@ -28,6 +29,7 @@ def analyse(ch: Chunk, language: str) -> None:
     units: list[tuple[int, tuple[str, ...]]] = []
 
     def walk(parent: int, path: tuple[str, ...]) -> None:
+        budget.spend(len(ch.defs))
         kids = [i for i, d in enumerate(ch.defs) if d.parent == parent]
         for pos, i in enumerate(kids):
             d = ch.defs[i]
@@ -79,6 +81,7 @@ def _alike(src: Source, ch: Chunk, d: Definition, cands: list[int]) -> list[int]
         return same
     body = {norm(ch.lines[r]) for r in range(max(d.body, d.inner + 1), min(d.end, len(ch.lines)))
             if _telling(ch.lines[r])}
+    budget.spend(sum(src.defs[j].end - src.defs[j].inner for j in cands))
     hits = {j: sum(src.norm[r] in body for r in range(src.defs[j].inner + 1, src.defs[j].end)) for j in cands}
     top = max(hits.values(), default=0)
     best = [j for j, h in hits.items() if h == top]
@@ -93,6 +96,7 @@ def _renamed(src: Source, ch: Chunk, d: Definition, lo: int, hi: int, names: set
             if _telling(ch.lines[r])]
     if not body:
         return None
+    budget.spend(len(src.defs) + len(body))
     peers = [j for j, o in enumerate(src.defs) if o.indent == d.indent and lo <= o.start and o.end <= hi
              and o.name not in names]  # in file order, and apart: the same indentation
     starts = [src.defs[j].body for j in peers]
@@ -102,6 +106,7 @@ def _renamed(src: Source, ch: Chunk, d: Definition, lo: int, hi: int, names: set
         if len(rows) > 32:  # a line found everywhere says nothing
             continue
         found = set()
+        budget.spend(len(rows))
         for r in rows:
             k = bisect_left(starts, r + 1) - 1
             if k >= 0 and r < src.defs[peers[k]].end:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from edit_engine.edits import budget
 from edit_engine.edits.apply.anchoring import Ends, back, forward, scan, search_windows, toward
 from edit_engine.edits.apply.chunks import Chunk
 from edit_engine.edits.apply.definitions import def_anchor
@@ -67,6 +68,7 @@ class Guard:
     def dropped(self, spot: Spot) -> int:
         """Original lines of the spot's span that nothing in the update keeps."""
         norm, shown = self.src.norm, self.shown
+        budget.spend(spot.b - spot.a)
         return sum(1 for r in range(spot.a, spot.b) if norm[r] and norm[r] not in shown
                    and not any(s <= r < e for s, e in spot.kept))
 
@@ -181,6 +183,7 @@ def _rank(src: Source, ch: Chunk, cands: list[Spot]) -> list[tuple[float, Spot]]
     pool = keep(cands, lambda c: src.lines[c.a : c.b] != ch.lines)
     pool = keep(pool, lambda c: c.b - c.a <= 2 * len(ch.lines))
     text = "\n".join(ch.lines)
+    budget.spend(sum(1 + (c.b - c.a) * len(ch.lines) for c in pool))
     scored = [(difflib.SequenceMatcher(None, "\n".join(src.lines[c.a : c.b]), text, autojunk=False).ratio(), c)
               for c in pool]
     return sorted(scored, key=lambda x: -x[0])
@@ -229,6 +232,7 @@ def insert(src: Source, ch: Chunk, lo: int, hi: int) -> Spot:
         cont = named[0] if len(named) == 1 else -1
     elif lo > 0:
         cont = src.container(lo - 1, d0.indent)
+    budget.spend(len(src.defs))
     sibs = [o for o in src.defs if o.parent == cont and o.indent == d0.indent and lo <= o.start and o.end <= hi]
     where = "at the top level" if cont < 0 else f"in {'.'.join(src.defs[cont].qual)}"
     if not ch.marker_before and sibs:  # the update opens with it: before the first definition
@@ -252,6 +256,7 @@ def best_chain(spots: list[Spot | None]) -> list[Spot | None]:
     idx = [k for k, s in enumerate(spots) if s is not None]
     best: dict[int, tuple[int, int]] = {}  # chunk -> (chain length, previous chunk)
     for x, k in enumerate(idx):
+        budget.spend(x + 1)
         sk = spots[k]
         assert sk is not None
         best[k] = (1, -1)

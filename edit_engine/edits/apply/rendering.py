@@ -12,10 +12,11 @@ a ``Pass`` per chunk placed.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from edit_engine.edits import budget
 from edit_engine.edits.apply.chunks import Chunk, split_update
 from edit_engine.edits.apply.definitions import analyse
 from edit_engine.edits.apply.placing import (
@@ -33,6 +34,8 @@ from edit_engine.engine.results import MAX_DOCUMENT_CHARS, Pass
 from edit_engine.syntax import trees as syntax
 
 KINDS = ("definition", "lines", "inserted", "ambiguous", "whole")
+MAX_CHUNKS = 1_000  # chunks an update may hold (each is placed against the others: more is a whole-file rewrite)
+STREAM_PASSES = 32  # passes ``stream`` yields at most (each renders the whole file)
 
 
 # ---------------------------------------------------------------------------------------------------- results
@@ -123,9 +126,20 @@ class _Plan:
     nfe: int
 
 
-def _plan(original: str, update: str, language: str, choose: Chooser | None) -> _Plan:
+def _plan(original: str, update: str, language: str, choose: Chooser | None,
+          should_stop: Callable[[], bool] | None = None) -> _Plan:
+    """Every chunk placed, within the work budget (``budget.limit``). Raises ValueError (``OverBudget``
+    past the budget) and ``budget.Stopped`` when ``should_stop`` says so."""
     _check("original", original)
     _check("update", update)
+    try:
+        with budget.scope(budget.limit(original, update), "apply", should_stop):
+            return _place_all(original, update, language, choose)
+    except RecursionError:
+        raise ValueError("the original or the update nests too deeply to analyse") from None
+
+
+def _place_all(original: str, update: str, language: str, choose: Chooser | None) -> _Plan:
     if language == "auto":
         language = guess_language(original or update)
     eol = "\r\n" if "\r\n" in original and original.count("\r\n") == original.count("\n") else "\n"
@@ -134,6 +148,10 @@ def _plan(original: str, update: str, language: str, choose: Chooser | None) -> 
     chunks, markers = split_update(ulines)
     if not chunks:
         raise ValueError("the update holds only marker lines (or nothing): there is no code to apply")
+    if len(chunks) > MAX_CHUNKS:
+        raise ValueError(f"the update has {len(chunks):,} chunks between its markers, over the limit of "
+                         f"{MAX_CHUNKS:,}: apply it in parts")
+    budget.spend(len(olines) + len(ulines))
     src = Source(olines, language)
     for ch in chunks:
         analyse(ch, language)
@@ -194,23 +212,29 @@ def _placements(plan: _Plan) -> tuple[Placement, ...]:
                  for k, (ch, s) in enumerate(zip(plan.chunks, plan.spots, strict=True)))
 
 
-def merge(original: str, update: str, language: str = "python", choose: Chooser | None = None) -> ApplyResult:
+def merge(original: str, update: str, language: str = "python", choose: Chooser | None = None,
+          should_stop: Callable[[], bool] | None = None) -> ApplyResult:
     """Merge ``update`` (a snippet with ``... existing code ...`` markers) into ``original`` (the package doc
     says how). ``language``: a grammar name or LSP id, or ``auto`` (``guess_language``). ``choose`` picks among
     the candidate places of an ambiguous chunk that rank the same (default: the first).
     Raises ValueError: a text over ``MAX_DOCUMENT_CHARS`` or not valid Unicode, an update of markers only, a
-    chunk that cannot be placed."""
+    chunk that cannot be placed, an update needing more work than ``budget.limit``. ``should_stop``: read
+    between steps; when it says so, ``budget.Stopped`` is raised."""
     t0 = time.perf_counter()
-    plan = _plan(original, update, language, choose)
+    plan = _plan(original, update, language, choose, should_stop)
     text, segments = _render(plan)
     return ApplyResult(text, _placements(plan), (time.perf_counter() - t0) * 1e3, segments, plan.nfe)
 
 
-def stream(original: str, update: str, language: str = "python", choose: Chooser | None = None) -> Iterator[Pass]:
-    """``merge`` as the engine's streams go: a ``Pass`` per chunk, its text the file with that many chunks
-    placed (``masked``: chunks still to place); the last is final and its text is ``merge``'s."""
-    plan = _plan(original, update, language, choose)
+def stream(original: str, update: str, language: str = "python", choose: Chooser | None = None,
+           should_stop: Callable[[], bool] | None = None) -> Iterator[Pass]:
+    """``merge`` as the engine's streams go: a ``Pass`` per chunk (per group of chunks past ``STREAM_PASSES``),
+    its text the file with that many chunks placed (``masked``: chunks still to place); the last is final and
+    its text is ``merge``'s."""
+    plan = _plan(original, update, language, choose, should_stop)
     total = len(plan.spots)
-    for k in range(1, total + 1):
+    step = -(-total // STREAM_PASSES)
+    shown = [k for k in range(1, total + 1) if k % step == 0 or k == total]
+    for n, k in enumerate(shown):
         text, _ = _render(plan, k)
-        yield Pass(k - 1, text, total - k, k == total, plan.nfe, 0, len(original), "complete" if k == total else "")
+        yield Pass(n, text, total - k, k == total, plan.nfe, 0, len(original), "complete" if k == total else "")

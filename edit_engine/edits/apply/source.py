@@ -11,9 +11,11 @@ a row. ``indent_width`` and ``norm`` (a line without its whitespace) are the lin
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from edit_engine.edits import budget
 from edit_engine.syntax import trees as syntax
 
 
@@ -45,6 +47,7 @@ _PLAIN = frozenset({
     "function_item", "struct_item", "enum_item", "union_item", "trait_item", "mod_item", "macro_definition",
     "const_item", "static_item", "type_item", "function_signature_item",  # Rust
 })
+MAX_DEPTH = 64  # definitions nested deeper are not told apart (their qualified names would grow with the depth)
 _WRAPPERS = {"decorated_definition": "definition", "export_statement": "declaration"}
 _VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function", "class"})
 
@@ -91,24 +94,34 @@ def definitions(doc: syntax.Document, indent_base: int = 0) -> list[Definition]:
     if doc.tree is None:
         return out
     lines = doc.text.split("\n")
-    _collect(doc, lines, doc.tree.root_node.named_children, -1, (), out, indent_base)
+    _collect(doc, lines, doc.tree.root_node.named_children, out, indent_base)
     return out
 
 
-def _collect(doc: syntax.Document, lines: list[str], nodes: list[Any], parent: int, qual: tuple[str, ...],
-             out: list[Definition], base: int) -> None:
-    attrs: int | None = None  # first row of the attribute items right before a Rust item
-    for node in nodes:
+def _collect(doc: syntax.Document, lines: list[str], nodes: list[Any], out: list[Definition], base: int) -> None:
+    """Definitions in document order, each before the ones in its body, down to ``MAX_DEPTH`` levels (deeper
+    ones are part of the body around them)."""
+    # Each frame: the sibling nodes left to visit, their parent's index and qualified name, the attribute row.
+    stack: list[tuple[Iterator[Any], int, tuple[str, ...]]] = [(iter(nodes), -1, ())]
+    attrs: list[int | None] = [None]  # first row of the attribute items right before a Rust item, per frame
+    while stack:
+        it, parent, qual = stack[-1]
+        node = next(it, None)
+        if node is None:
+            stack.pop()
+            attrs.pop()
+            continue
         if node.type == "attribute_item":
-            attrs = node.start_point.row if attrs is None else attrs
+            attrs[-1] = node.start_point.row if attrs[-1] is None else attrs[-1]
             continue
         found = _named(doc, node)
         if found is None:
-            attrs = None
+            attrs[-1] = None
             continue
         inner, name = found
-        start = node.start_point.row if attrs is None else min(attrs, node.start_point.row)
-        attrs = None
+        first = attrs[-1]
+        start = node.start_point.row if first is None else min(first, node.start_point.row)
+        attrs[-1] = None
         end = node.end_point.row + (0 if node.end_point.column == 0 and node.end_point.row > start else 1)
         body = inner.child_by_field_name("body")
         hollow = body is not None and body.end_byte <= body.start_byte  # a header whose body is not there
@@ -116,8 +129,9 @@ def _collect(doc: syntax.Document, lines: list[str], nodes: list[Any], parent: i
         out.append(Definition(name, (*qual, name), base + indent_width(lines[start]), start,
                               inner.start_point.row, body.start_point.row if body is not None else end, end, parent,
                               not node.has_error and not hollow))
-        if body is not None:
-            _collect(doc, lines, body.named_children, idx, (*qual, name), out, base)
+        if body is not None and len(stack) < MAX_DEPTH:
+            stack.append((iter(body.named_children), idx, (*qual, name)))
+            attrs.append(None)
 
 
 # ---------------------------------------------------------------------------------------------------- the original
@@ -149,6 +163,7 @@ class Source:
 
     def where(self, line: str, lo: int, hi: int) -> tuple[list[int], bool]:
         """Rows in [lo, hi) holding ``line``: exact matches, else matches ignoring whitespace (second: loose)."""
+        budget.spend(1)
         for table, key, loose in ((self.exact, line, False), (self.loose, norm(line), True)):
             rows = table.get(key)
             if rows:
@@ -160,6 +175,7 @@ class Source:
     def container(self, row: int, indent: int) -> int:
         """The innermost definition around ``row`` indented less than ``indent`` (-1: the top level)."""
         best = -1
+        budget.spend(len(self.defs))
         for i, d in enumerate(self.defs):
             if d.start <= row < d.end and d.indent < indent:
                 best = i
@@ -179,4 +195,5 @@ class Source:
         return (self.defs[c].start, self.defs[c].end) if c >= 0 else (0, self.n)
 
     def top_level_def_in(self, lo: int, hi: int) -> bool:
+        budget.spend(len(self.defs))
         return any(d.parent < 0 and lo <= d.inner < hi for d in self.defs)
