@@ -12,6 +12,13 @@ well-formed request that is not aborted must be answered; a malformed one must g
 - the server's resident memory every ``--sample-every`` seconds (flat after warm-up: the growth from the
   first sample after ``--warm-up`` seconds to the last is reported).
 
+``--edit-clients`` more HTTP clients send next edits (``/v1/edit/completions``) and applies
+(``/v1/apply/completions``) built from this package's sources, a share of them costly (a file of identical
+lines: refused by the work budget, counted as ``refused``) and a share abandoned (``--abort``: the client
+disconnects after ``--abandon-after`` seconds). ``/healthz`` is timed every second, and the fills' p95 is
+compared between the first and the last ``--window`` seconds after warm-up (unchanged when edit work neither
+piles up nor delays fills).
+
 The server runs as its own process (``edit-engine serve`` on a free loopback port), so the memory is its own.
 Prints a table and writes ``--json PATH``. Exits 1 when a request was lost or a malformed one was accepted.
 
@@ -46,8 +53,9 @@ class Tally:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {k: 0 for k in (
             "sent", "answered", "errors", "overloaded", "aborted", "malformed", "malformed_refused",
-            "malformed_accepted", "lost")}
-        self.latency: dict[str, list[float]] = {"ws": [], "http": []}
+            "malformed_accepted", "lost", "refused")}
+        self.latency: dict[str, list[float]] = {"ws": [], "http": [], "edit": [], "healthz": []}
+        self.fills: list[tuple[float, float]] = []  # (monotonic time, ms) of answered websocket fills
         self.problems: list[str] = []
 
     def add(self, key: str, n: int = 1) -> None:
@@ -106,6 +114,7 @@ async def ws_client(cid: int, url: str, deadline: float, work: list[tuple[str, s
                     t.add(outcome)
                     if outcome == "answered":
                         t.latency["ws"].append((time.perf_counter() - t0) * 1e3)
+                        t.fills.append((time.monotonic(), t.latency["ws"][-1]))
                     if outcome == "aborted":
                         break  # close the socket mid-stream; the next loop opens a new one
         except TimeoutError:
@@ -156,6 +165,88 @@ async def http_client(cid: int, base: str, deadline: float, work: list[tuple[str
                 t.problem(f"http client {cid}: {type(e).__name__}: {e}")
 
 
+def edit_work(seed: int) -> list[tuple[str, dict[str, Any]]]:
+    """(path, body) of next-edit and apply requests on this package's sources: a rename at one row of a file
+    with its diff as the history, a function body changed under markers, and costly ones (identical lines)."""
+    import difflib
+
+    from edit_engine.eval import apply_set
+
+    rng = random.Random(seed)
+    out: list[tuple[str, dict[str, Any]]] = []
+    for c in apply_set.synthetic_cases(limit=40):
+        out.append(("/v1/apply/completions", {"messages": [{"role": "user", "content": (
+            f"<|original_code|>\n{c.original}\n<|/original_code|>\n\n<|update_snippet|>\n{c.update}\n"
+            "<|/update_snippet|>")}]}))
+        rows = c.original.split("\n")
+        k = rng.randrange(len(rows))
+        words = [w for w in rows[k].replace("(", " ").replace(")", " ").split() if w.isidentifier()]
+        if words:
+            w = rng.choice(words)
+            before = "\n".join(rows[:k] + [rows[k].replace(w, w + "_old", 1)] + rows[k + 1 :])
+            diff = "".join(difflib.unified_diff(before.splitlines(True), c.original.splitlines(True), "a", "b"))
+            cursor = sum(len(r) + 1 for r in rows[:k])
+            doc = c.original[:cursor] + "<|cursor|>" + c.original[cursor:]
+            out.append(("/v1/edit/completions", {"messages": [{"role": "user", "content": (
+                f"<|current_file_content|>\n{doc}\n<|/current_file_content|>\n"
+                f"<|edit_diff_history|>\n{diff}\n<|/edit_diff_history|>")}]}))
+    costly = "# ... existing code ...\n" + "x = 1\n" * 300 + "y = 2\n# ... existing code ...\n"
+    out += [("/v1/apply/completions", {"messages": [{"role": "user", "content": (
+        f"<|original_code|>\n{'x = 1' + chr(10) * 1}{'x = 1' + chr(10)}" * 1000 +
+        f"\n<|/original_code|>\n\n<|update_snippet|>\n{costly}\n<|/update_snippet|>")}]})]
+    return out
+
+
+async def edit_client(cid: int, base: str, deadline: float, work: list[tuple[str, dict[str, Any]]],
+                      a: argparse.Namespace, t: Tally) -> None:
+    rng = random.Random(a.seed * 15485863 + cid)
+    async with httpx.AsyncClient(base_url=base, timeout=a.request_timeout) as c:
+        while time.monotonic() < deadline:
+            await asyncio.sleep(rng.uniform(0, a.think_ms / 1e3))
+            path, body = rng.choice(work)
+            abandon = rng.random() < a.abort
+            t.add("sent")
+            t0 = time.perf_counter()
+            try:
+                r = await c.post(path, json=body, timeout=a.abandon_after if abandon else a.request_timeout)
+            except httpx.TimeoutException:
+                if abandon:
+                    t.add("aborted")
+                    continue
+                t.add("lost")
+                t.problem(f"edit client {cid}: {path} not answered in {a.request_timeout} s")
+                continue
+            except httpx.TransportError as e:
+                t.add("lost")
+                t.problem(f"edit client {cid}: {type(e).__name__}: {e}")
+                continue
+            if r.status_code == 200:
+                t.add("answered")
+                t.latency["edit"].append((time.perf_counter() - t0) * 1e3)
+            elif r.status_code == 503:
+                t.add("overloaded")
+            elif r.status_code == 400 and "budget" in r.text:
+                t.add("refused")
+            else:
+                t.add("errors")
+                t.problem(f"edit client {cid}: {path} answered {r.status_code}: {r.text[:200]}")
+
+
+async def healthz(base: str, deadline: float, t: Tally) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=30) as c:
+        while time.monotonic() < deadline:
+            t0 = time.perf_counter()
+            try:
+                ok = (await c.get("/healthz")).status_code == 200
+            except httpx.TransportError as e:
+                ok = False
+                t.problem(f"/healthz: {type(e).__name__}: {e}")
+            t.latency["healthz"].append((time.perf_counter() - t0) * 1e3)
+            if not ok:
+                t.add("errors")
+            await asyncio.sleep(1.0)  # the probe's period
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -197,8 +288,12 @@ async def run(a: argparse.Namespace, pid: int, base: str) -> tuple[Tally, list[d
             await asyncio.sleep(min(a.sample_every, max(0.0, deadline - time.monotonic())))
 
     ws_url = base.replace("http://", "ws://") + "/v1/stream"
-    await asyncio.gather(sample(), *(ws_client(i, ws_url, deadline, work, a, t) for i in range(a.ws)),
-                         *(http_client(i, base, deadline, work, a, t) for i in range(a.http)))
+    edits = edit_work(a.seed) if a.edit_clients else []
+    await asyncio.gather(sample(), healthz(base, deadline, t),
+                         *(ws_client(i, ws_url, deadline, work, a, t) for i in range(a.ws)),
+                         *(http_client(i, base, deadline, work, a, t) for i in range(a.http)),
+                         *(edit_client(i, base, deadline, edits, a, t) for i in range(a.edit_clients)))
+    t.start = start  # type: ignore[attr-defined]
     memory.append({"t_s": round(time.monotonic() - start, 1), "rss_mib": round(rss_mib(pid), 1),
                    **{k: t.counts[k] for k in ("answered", "lost")}})
     return t, memory
@@ -208,6 +303,14 @@ def _pct(xs: list[float], q: float) -> float:
     return round(statistics.quantiles(xs, n=100)[q - 1], 1) if len(xs) >= 2 else float("nan")
 
 
+def _windows(a: argparse.Namespace, t: Tally) -> dict[str, float]:
+    """The websocket fills' p95 in the first and the last ``--window`` seconds after warm-up."""
+    start = getattr(t, "start", 0.0)
+    first = [ms for at, ms in t.fills if a.warm_up <= at - start < a.warm_up + a.window]
+    last = [ms for at, ms in t.fills if at - start >= a.duration - a.window]
+    return {"first": _pct(first, 95), "last": _pct(last, 95), "n_first": len(first), "n_last": len(last)}
+
+
 def report(a: argparse.Namespace, t: Tally, memory: list[dict[str, float]]) -> dict[str, Any]:
     warm = [m for m in memory if m["t_s"] >= a.warm_up] or memory
     out: dict[str, Any] = {
@@ -215,6 +318,8 @@ def report(a: argparse.Namespace, t: Tally, memory: list[dict[str, float]]) -> d
                                                   "think_ms", "seed", "model")},
         **t.counts,
         "latency_ms": {k: {"p50": _pct(v, 50), "p95": _pct(v, 95), "n": len(v)} for k, v in t.latency.items()},
+        "healthz_max_ms": round(max(t.latency["healthz"], default=float("nan")), 1),
+        "fills_p95_ms": _windows(a, t),
         "rss_mib": {"after_warm_up": warm[0]["rss_mib"], "end": memory[-1]["rss_mib"],
                     "growth_after_warm_up": round(memory[-1]["rss_mib"] - warm[0]["rss_mib"], 1),
                     "max": max(m["rss_mib"] for m in memory)},
@@ -227,6 +332,9 @@ def report(a: argparse.Namespace, t: Tally, memory: list[dict[str, float]]) -> d
           f"{t.counts['aborted']:>7} {t.counts['malformed']:>9} {t.counts['lost']:>4}  "
           f"{lat['ws']['p50']:>7}/{lat['ws']['p95']:<7}  {lat['http']['p50']:>7}/{lat['http']['p95']:<7}  "
           f"{out['rss_mib']['after_warm_up']:>8}→{out['rss_mib']['end']:<8}")
+    print(f"edits: p50/p95 {lat['edit']['p50']}/{lat['edit']['p95']} ms, refused by budget {t.counts['refused']}; "
+          f"/healthz max {out['healthz_max_ms']} ms (p95 {lat['healthz']['p95']}); fills' p95 first/last window "
+          f"{out['fills_p95_ms']['first']}/{out['fills_p95_ms']['last']} ms")
     print("RSS every sample (s: MiB): " + ", ".join(f"{m['t_s']:.0f}: {m['rss_mib']:.0f}" for m in memory))
     return out
 
@@ -244,6 +352,9 @@ def main() -> int:
     p.add_argument("--request-timeout", type=float, default=120.0, help="an answer later than this is lost")
     p.add_argument("--sample-every", type=float, default=30.0, help="seconds between memory samples")
     p.add_argument("--warm-up", type=float, default=60.0, help="memory growth is measured from this second on")
+    p.add_argument("--edit-clients", type=int, default=4, help="HTTP clients sending next edits and applies")
+    p.add_argument("--abandon-after", type=float, default=0.05, help="seconds before an abandoned edit disconnects")
+    p.add_argument("--window", type=float, default=120.0, help="seconds of the first and last fill windows")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write the record here")
     a = p.parse_args()
@@ -264,7 +375,7 @@ def main() -> int:
     out["server_exit"] = out_code
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
-    failed = t.counts["lost"] or t.counts["malformed_accepted"] or out_code not in (0, -15)
+    failed = t.counts["lost"] or t.counts["errors"] or t.counts["malformed_accepted"] or out_code not in (0, -15)
     return 1 if failed else 0
 
 

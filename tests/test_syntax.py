@@ -169,3 +169,36 @@ def ts_cursor_captures(query, doc):  # type: ignore[no-untyped-def]
     import tree_sitter as ts
 
     return ts.QueryCursor(query).captures(doc.tree.root_node)
+
+
+def test_a_grammar_that_loops_on_some_text_is_abandoned_at_its_deadline() -> None:
+    """tree-sitter-typescript's TSX grammar never ends on these two lines of Python; tree-sitter holds the
+    interpreter lock while it parses, so one such parse froze a whole server. It ends at its deadline, without a
+    tree, and other threads ran meanwhile."""
+    import threading
+    import time
+
+    from edit_engine.syntax import trees
+
+    if not trees.load("tsx").has_tree:
+        pytest.skip("the TSX grammar is not installed")
+    text = "from x import (\n out, pos = out + site[pos:i1] + new[j1:j2], i2"
+    ticks = []
+    done = threading.Event()
+
+    def other() -> None:  # a thread that wants the interpreter while the parse runs
+        while not done.is_set():
+            ticks.append(time.monotonic())
+            done.wait(0.01)
+
+    th = threading.Thread(target=other)
+    th.start()
+    t = time.monotonic()
+    try:
+        doc = trees.Document.parse(text, "tsx")
+    finally:
+        done.set()
+        th.join()
+    assert doc.tree is None and time.monotonic() - t < trees.parse_deadline(len(text)) + 2.0
+    assert len([x for x in ticks if x > t + 0.1]) > 10, "the other thread did not run during the parse"
+    assert trees.Document.parse("const a = <div>{b}</div>;\n", "tsx").tree is not None

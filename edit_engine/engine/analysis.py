@@ -55,8 +55,10 @@ resolved on this interpreter's ``sys.path`` plus the document's project (``jedi.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
+import sys
 import threading
 import time
 from collections import OrderedDict, deque
@@ -67,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_engine.syntax import positions
+from edit_engine.syntax.lru import BoundedLRU
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +81,9 @@ DEFAULT_BUDGET_MS = 20.0
 # reuses), 1 s for 600 k.
 MAX_CHARS = 300_000
 MAX_ENTRIES = 256  # cached analyses (a few hundred names each)
+# Their estimated bytes together (``analysis_bytes``): a module of many thousand names makes an analysis of
+# megabytes; ordinary ones (tens of kilobytes) are bounded by ``MAX_ENTRIES`` first.
+MAX_BYTES = 32 << 20
 MAX_PENDING = 4  # computations waiting for the worker; a newer request drops the oldest
 MAX_PROJECTS = 32  # jedi projects kept, by folder
 
@@ -124,6 +130,15 @@ class AnalyserStats:
     failed: int = 0
     cancelled: int = 0
     late: int = 0
+
+
+def analysis_bytes(analysis: Analysis | None) -> int:
+    """Estimated resident bytes of a cached analysis (or of a computation not finished): its names' and
+    signatures' strings (``sys.getsizeof``), a pointer for each in its tuple, and the objects around them."""
+    if analysis is None:
+        return 512
+    sigs = sum(sys.getsizeof(s.text) + 200 + sum(sys.getsizeof(p) + 8 for p in s.params) for s in analysis.signatures)
+    return 512 + sum(sys.getsizeof(n) + 8 for n in analysis.names) + sigs
 
 
 def _is_name_char(c: str) -> bool:
@@ -268,13 +283,15 @@ class Analyser:
     fast), at the cost of a second interpreter whose first request takes 6 s (it imports the package)."""
 
     def __init__(self, executor: Executor | None = None, max_entries: int = MAX_ENTRIES,
-                 max_chars: int = MAX_CHARS, max_pending: int = MAX_PENDING) -> None:
+                 max_chars: int = MAX_CHARS, max_pending: int = MAX_PENDING, max_bytes: int = MAX_BYTES) -> None:
         self._executor = executor
         self.max_entries = max_entries
         self.max_chars = max_chars
         self.max_pending = max_pending
         self._lock = threading.RLock()  # an executor may run work at once, in the caller's thread
-        self._cache: OrderedDict[tuple[str, bytes, int, int], Future[Analysis | None]] = OrderedDict()
+        # Sized when put as a computation not finished, re-sized when it finishes (``_done``).
+        self._cache: BoundedLRU[tuple[str, bytes, int, int], Future[Analysis | None]] = \
+            BoundedLRU(max_entries, max_bytes, "analyses")
         self._queued: deque[Future[Analysis | None]] = deque()
         self._stats = AnalyserStats()
 
@@ -332,7 +349,6 @@ class Analyser:
         with self._lock:
             fut = self._cache.get(key)
             if fut is not None and not fut.cancelled():
-                self._cache.move_to_end(key)
                 if fut.done():
                     self._count(hits=1)
                 return fut, partial
@@ -343,10 +359,8 @@ class Analyser:
                 log.debug("no jedi worker", exc_info=True)
                 return None
             self._count(submitted=1)
-            fut.add_done_callback(self._done)
-            self._cache[key] = fut
-            while len(self._cache) > self.max_entries:
-                self._cache.popitem(last=False)
+            self._cache.put(key, fut, analysis_bytes(None))
+            fut.add_done_callback(functools.partial(self._done, key))
             self._queued = deque(f for f in self._queued if not (f.running() or f.done()))
             self._queued.append(fut)
             while len(self._queued) > self.max_pending:
@@ -357,12 +371,14 @@ class Analyser:
                     self._count(cancelled=1)
         return fut, partial
 
-    def _done(self, fut: Future[Analysis | None]) -> None:
+    def _done(self, key: tuple[str, bytes, int, int], fut: Future[Analysis | None]) -> None:
         if fut.cancelled():  # counted where it was dropped
             return
-        failed = fut.exception() is not None or fut.result() is None
+        result = None if fut.exception() is not None else fut.result()
         with self._lock:
-            self._count(computed=1, failed=int(failed))
+            self._count(computed=1, failed=int(result is None))
+            if self._cache.peek(key) is fut:
+                self._cache.resize(key, analysis_bytes(result))
 
 
 _default: Analyser | None = None

@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections import OrderedDict
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from edit_engine.syntax.lru import BoundedLRU
 
 if TYPE_CHECKING:
     from edit_engine.memory import Draft, Memory
@@ -60,21 +62,23 @@ def closers(text: str) -> str:
     return quote + "".join(reversed(stack))
 
 
-_KEYS: OrderedDict[int, tuple[str, str]] = OrderedDict()  # id(text) -> (text, key): front ends resend the
-# same string objects while a file is unchanged, so a keystroke hashes no related file it has seen
-_MAX_KEYS = 64
+# id(text) -> (text, key): front ends resend the same string objects while a file is unchanged, so a keystroke
+# hashes no related file it has seen. The texts are held (an id is only unique while its object lives):
+# ``KEYS_MAX_BYTES`` of them (``sys.getsizeof``) at most; a text missed costs one digest (under a millisecond
+# for 500 k characters).
+KEYS_MAX_ENTRIES = 64
+KEYS_MAX_BYTES = 16 << 20
+_KEYS: BoundedLRU[int, tuple[str, str]] = BoundedLRU(KEYS_MAX_ENTRIES, KEYS_MAX_BYTES, "related keys")
 
 
 def related_key(text: str) -> str:
     """The memory's key for a related file sent with a request: a digest of its text, so a file sent again
     unchanged is not counted again (an edited one is a new key; the memory forgets the oldest)."""
-    seen = _KEYS.get(id(text))
+    seen = _KEYS.peek(id(text))
     if seen is not None and seen[0] is text:
         return seen[1]
     key = f"related:{hashlib.blake2b(text.encode('utf-8', 'surrogatepass'), digest_size=8).hexdigest()}"
-    _KEYS[id(text)] = (text, key)
-    while len(_KEYS) > _MAX_KEYS:
-        _KEYS.popitem(last=False)
+    _KEYS.put(id(text), (text, key), sys.getsizeof(text) + 160)
     return key
 
 

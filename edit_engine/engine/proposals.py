@@ -21,7 +21,8 @@ neighbours visible. It is the answer when its context match and the model's scor
 request is denoised as usual.
 
 Bounded: the document is searched ``WINDOW_CHARS`` either side of the span, at most ``MAX_SOURCE_CHARS`` of
-related text (whose spans are kept by content), each search key looks at ``MAX_SCAN`` places and keeps
+related text (whose spans and ``Source`` are kept by content for the next keystrokes: ``CACHE_ENTRIES`` of each,
+within ``SPANS_MAX_BYTES`` and ``SOURCES_MAX_BYTES``), each search key looks at ``MAX_SCAN`` places and keeps
 ``MAX_HITS``.
 """
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -38,6 +40,7 @@ import tree_sitter as ts
 
 from edit_engine.syntax import planner
 from edit_engine.syntax import trees as syntax
+from edit_engine.syntax.lru import BoundedLRU
 
 KINDS = ("statement", "header", "rest_of_line", "in_line", "in_brackets")  # single-line code spans that take copies
 MAX_SOURCE_CHARS = 1_000_000  # related text searched, in all
@@ -125,18 +128,29 @@ class Source:
         self.at_end = {p + len(ln): i for i, (p, ln) in enumerate(zip(self.starts, self.lines, strict=True))}
 
 
-_CACHE: dict[tuple[int, str], Source] = {}
-_CACHE_MAX = 64
+CACHE_ENTRIES = 64  # related files' ``Source``s kept, and their span tables of each kind
+# A ``Source``'s resident bytes: its ``flat`` text (``sys.getsizeof``) plus this much per code line (the stripped
+# line, its row and start, two table entries). Measured with tracemalloc on 240 k characters of stdlib modules
+# repeated (310-360 bytes per line besides ``flat``), of one-line statements (315-330), of comments (362) and
+# of non-ASCII code (369).
+SOURCE_BYTES_PER_LINE = 384
+SOURCES_MAX_BYTES = 32 << 20  # some three million characters of related code (7-19 bytes a character)
+_SOURCES: BoundedLRU[tuple[int, str], Source] = BoundedLRU(CACHE_ENTRIES, SOURCES_MAX_BYTES, "related sources")
+
+
+def source_bytes(src: Source) -> int:
+    """Estimated resident bytes of a ``Source``."""
+    return sys.getsizeof(src.flat) + SOURCE_BYTES_PER_LINE * len(src.lines)
 
 
 def source(text: str, origin: str) -> Source:
-    """The normalised ``Source`` of a related file, kept for the next keystrokes (a few dozen, by content)."""
+    """The normalised ``Source`` of a related file, kept for the next keystrokes (by content; least recently
+    used first out, ``CACHE_ENTRIES`` and ``SOURCES_MAX_BYTES``)."""
     key = (hash(text), origin)
-    got = _CACHE.get(key)
+    got = _SOURCES.get(key)
     if got is None:
-        if len(_CACHE) >= _CACHE_MAX:
-            _CACHE.pop(next(iter(_CACHE)))
-        got = _CACHE[key] = Source(text, origin)
+        got = Source(text, origin)
+        _SOURCES.put(key, got, source_bytes(got))
     return got
 
 
@@ -280,18 +294,30 @@ def _query_spans(doc: syntax.Document, queries: dict[str, str], rows: int,
     return Spans.of(out)
 
 
-_SPANS: dict[tuple[int, str, str], Spans] = {}
+# A span table's resident bytes per key of its two tables (an int, a list of ints, the dict's slot). Measured
+# with tracemalloc on 240 k characters of stdlib modules repeated, of one-line statements and of non-ASCII code,
+# line, block and expression spans: 144-203 bytes per key (290-390 per span).
+SPAN_BYTES_PER_KEY = 208
+# The tables of a few requests' related text (``MAX_SOURCE_CHARS`` each): expressions take 6-13 bytes a
+# character of code, 26-50 for dense one-line statements; lines 6-12, blocks 0-7.
+SPANS_MAX_BYTES = 64 << 20
+_SPANS: BoundedLRU[tuple[int, str, str], Spans] = BoundedLRU(CACHE_ENTRIES, SPANS_MAX_BYTES, "related spans")
+
+
+def spans_bytes(spans: Spans) -> int:
+    """Estimated resident bytes of a span table."""
+    return 512 + SPAN_BYTES_PER_KEY * (len(spans.by_start) + len(spans.by_end))
 
 
 def _related_spans(text: str, language: str, kind: str) -> Spans:
-    """A related file's spans, kept for the next keystrokes (by content)."""
+    """A related file's spans, kept for the next keystrokes (by content; least recently used first out,
+    ``CACHE_ENTRIES`` and ``SPANS_MAX_BYTES``)."""
     key = (hash(text), language, kind)
     got = _SPANS.get(key)
     if got is None:
-        if len(_SPANS) >= _CACHE_MAX:
-            _SPANS.pop(next(iter(_SPANS)))
-        got = _SPANS[key] = line_spans(text) if kind == "line" else \
+        got = line_spans(text) if kind == "line" else \
             (block_spans if kind == "block" else expression_spans)(syntax.Document.parse(text, language))
+        _SPANS.put(key, got, spans_bytes(got))
     return got
 
 

@@ -4,8 +4,7 @@ the vocabulary tables, the per-document stores (encoded contexts, syntax trees) 
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict
+import sys
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,10 @@ from edit_engine.engine.vocab import TokenTables
 from edit_engine.memory import Memory
 from edit_engine.model.interfaces import CanvasModel, TextTokenizer
 from edit_engine.syntax import trees as syntax
+from edit_engine.syntax.lru import BoundedLRU
 
 RECENT_DOCUMENTS = 256  # documents whose last insertion is kept for typing through it
+RECENT_MAX_BYTES = 32 << 20  # their texts together (``sys.getsizeof``): some sixty 500 k-character documents
 
 
 def check_text(*texts: str) -> None:
@@ -50,8 +51,9 @@ class Runtime:
         self.model = model
         self.analysis = analysis  # ask a static analyser (Python: jedi) for the names known at the cursor
         self.analysis_ms = analysis_ms  # how long a fill waits for it (a later answer serves the next keystroke)
-        self._recent: OrderedDict[str, tuple[str, int, str, str]] = OrderedDict()  # uri -> last insertion
-        self._recent_lock = threading.Lock()
+        # uri -> last insertion (text, start, fill, source)
+        self._recent: BoundedLRU[str, tuple[str, int, str, str]] = BoundedLRU(RECENT_DOCUMENTS, RECENT_MAX_BYTES,
+                                                                             "recent insertions")
         self.tokenizer = tokenizer
         self.sampler = sampler or SamplerConfig()
         self.path = path
@@ -102,25 +104,19 @@ class Runtime:
         """Keep a document's last insertion (``fill`` at ``start`` of ``text``) for ``typed_through``."""
         if not uri or not fill:
             return
-        with self._recent_lock:
-            self._recent[uri] = (text, start, fill, source)
-            self._recent.move_to_end(uri)
-            while len(self._recent) > RECENT_DOCUMENTS:
-                self._recent.popitem(last=False)
+        self._recent.put(uri, (text, start, fill, source), sys.getsizeof(text) + sys.getsizeof(fill) + 256)
 
     def forget(self, uri: str | None) -> None:
         """Drop a document's last insertion (it was not shown)."""
         if uri:
-            with self._recent_lock:
-                self._recent.pop(uri, None)
+            self._recent.pop(uri)
 
     def typed_through(self, uri: str | None, text: str, offset: int) -> tuple[str, str] | None:
         """(the rest of the last fill, its source) when ``text`` is the document of the last insertion at ``uri``
         with the fill's first characters typed at its place and the cursor after them; else None."""
         if not uri:
             return None
-        with self._recent_lock:
-            got = self._recent.get(uri)
+        got = self._recent.peek(uri)
         if got is None:
             return None
         old, start, fill, source = got

@@ -6,10 +6,10 @@ the largest first (more code to copy from), bounded in number (``MAX_FILES``), s
 and entries looked at (``MAX_ENTRIES``, so a huge folder costs no more than a small one). A folder's listing is
 kept while the folder's modification time stays what it was (``MAX_LISTINGS`` folders; a listing taken less than
 ``SETTLE_NS`` after the folder last changed is not trusted, as a file system's clock may not tick between two
-changes). Texts are kept by path and modification time (``MAX_CACHED`` of them), so a keystroke costs a
-``stat`` of the folder and of each file sent, not a listing or a read (a 2,000-entry folder's listing took 33-48 ms
-on a 2-core EPYC, on the server's event loop, every keystroke). Sizes, which order the files, are those of the
-listing. Only regular files are read: a symbolic link is not followed (nothing outside the folder is read through
+changes). Texts are kept by path and modification time (``MAX_CACHED`` of them, ``MAX_CACHED_BYTES`` together),
+so a keystroke costs a ``stat`` of the folder and of each file sent, not a listing or a read (a 2,000-entry
+folder's listing took 33-48 ms on a 2-core EPYC, on the server's event loop, every keystroke). Sizes, which order
+the files, are those of the listing. Only regular files are read: a symbolic link is not followed (nothing outside the folder is read through
 one), a FIFO is never opened for reading (it would block the event loop), and the size is checked again when the
 file is read (a file grown past ``MAX_FILE_CHARS`` since the listing is not read).
 """
@@ -17,6 +17,7 @@ file is read (a file grown past ``MAX_FILE_CHARS`` since the listing is not read
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -26,11 +27,13 @@ from urllib.parse import unquote, urlparse
 
 from edit_engine.engine.results import LANGUAGES_BY_SUFFIX
 from edit_engine.memory.indexer import read_regular
+from edit_engine.syntax.lru import BoundedLRU
 
 MAX_FILES = 16
 MAX_FILE_CHARS = 300_000
 MAX_ENTRIES = 2_000
 MAX_CACHED = 256
+MAX_CACHED_BYTES = 64 << 20  # the texts kept (``sys.getsizeof``): some two hundred files at the size limit
 MAX_LISTINGS = 32
 SETTLE_NS = 2_000_000_000  # a folder unchanged this long before its listing was taken keeps that listing
 
@@ -58,7 +61,9 @@ class Workspace:
     """Reads and caches the files beside open documents. Thread-safe."""
 
     def __init__(self) -> None:
-        self._texts: OrderedDict[Path, tuple[int, int, str]] = OrderedDict()  # path -> (mtime_ns, size, text)
+        # path -> (mtime_ns, size, text)
+        self._texts: BoundedLRU[Path, tuple[int, int, str]] = BoundedLRU(MAX_CACHED, MAX_CACHED_BYTES,
+                                                                         "workspace texts")
         self._listings: OrderedDict[Path, Listing] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -120,17 +125,12 @@ class Workspace:
             st = path.stat()
         except OSError:
             return ""
-        with self._lock:
-            got = self._texts.get(path)
-            if got is not None and got[:2] == (st.st_mtime_ns, st.st_size):
-                self._texts.move_to_end(path)
-                return got[2]
+        got = self._texts.get(path)
+        if got is not None and got[:2] == (st.st_mtime_ns, st.st_size):
+            return got[2]
         read = read_regular(path, MAX_FILE_CHARS)
         if read is None:
             return ""
         text, mtime, size = read
-        with self._lock:
-            self._texts[path] = (mtime, size, text)
-            while len(self._texts) > MAX_CACHED:
-                self._texts.popitem(last=False)
+        self._texts.put(path, (mtime, size, text), sys.getsizeof(text) + 128)
         return text

@@ -55,6 +55,9 @@ class Memory:
         self._tables: dict[str, dict[str, DynamicNgrams]] = {t: {} for t in FILE_TIERS}  # tier -> language -> counts
         self._docs: OrderedDict[str, tuple[DocumentCounts, DynamicNgrams]] = OrderedDict()
         self._files: dict[str, OrderedDict[str, DocumentCounts]] = {t: OrderedDict() for t in FILE_TIERS}
+        # Tokens the caches count, kept as texts change (``cache_bytes``): an open document's twice (its own
+        # model and the open tier's), a file's once.
+        self._tokens = 0
         self.load_seconds: dict[str, float] = {}
         self._lock = threading.RLock()
 
@@ -102,15 +105,24 @@ class Memory:
             entry = (DocumentCounts(lang, [own, self._shared(self._open, lang)]), own)
             self._docs[uri] = entry
         self._docs.move_to_end(uri)
-        entry[0].set_text(text)
+        self._set_text(entry[0], text, 2)
         self._enforce_budget()
+
+    def _set_text(self, doc: DocumentCounts, text: str, weight: int) -> None:
+        before = len(doc.tokens)
+        doc.set_text(text)
+        self._tokens += weight * (len(doc.tokens) - before)
+
+    def _clear(self, doc: DocumentCounts, weight: int) -> None:
+        self._tokens -= weight * len(doc.tokens)
+        doc.clear()
 
     def close(self, uri: str) -> None:
         """Forget an open document."""
         with self._lock:
             entry = self._docs.pop(uri, None)
             if entry is not None:
-                entry[0].clear()
+                self._clear(entry[0], 2)
 
     def add_workspace(self, path: str, text: str, language: str, tier: str = "workspace") -> None:
         """Report a workspace file (``tier="workspace"``) or an installed package's (``"packages"``); replaces
@@ -120,16 +132,16 @@ class Memory:
             files = self._files[tier]
             doc = files.get(path)
             if doc is not None and doc.language != lang:
-                doc.clear()
+                self._clear(doc, 1)
                 doc = None
             if doc is None:
                 for other in FILE_TIERS:  # a path lives in one tier
                     if other != tier and path in self._files[other]:
-                        self._files[other].pop(path).clear()
+                        self._clear(self._files[other].pop(path), 1)
                 doc = DocumentCounts(lang, [self._shared(self._tables[tier], lang)])
                 files[path] = doc
             files.move_to_end(path)
-            doc.set_text(text)
+            self._set_text(doc, text, 1)
             self._enforce_budget()
 
     def remove_workspace(self, path: str) -> None:
@@ -138,7 +150,7 @@ class Memory:
             for files in self._files.values():
                 doc = files.pop(path, None)
                 if doc is not None:
-                    doc.clear()
+                    self._clear(doc, 1)
 
     def workspace_paths(self, tier: str = "workspace") -> list[str]:
         """The files held in ``tier``, least recently reported first."""
@@ -146,11 +158,13 @@ class Memory:
             return list(self._files[tier])
 
     def cache_bytes(self) -> int:
-        """Estimated bytes held by the caches."""
-        with self._lock:
-            toks = sum(d.tokens.__len__() * 2 for d, _ in self._docs.values())  # own model + open tier
-            toks += sum(len(d.tokens) for files in self._files.values() for d in files.values())
-        return toks * max(self.order, self.cache_order) * _BYTES_PER_TOKEN_PER_ORDER
+        """Estimated bytes held by the caches (a running count of their tokens: O(1))."""
+        return self._tokens * max(self.order, self.cache_order) * _BYTES_PER_TOKEN_PER_ORDER
+
+    def _count_tokens(self) -> int:
+        """The tokens the caches count, summed over every text held (``_tokens`` keeps this sum)."""
+        toks = sum(len(d.tokens) * 2 for d, _ in self._docs.values())  # own model + open tier
+        return toks + sum(len(d.tokens) for files in self._files.values() for d in files.values())
 
     def _enforce_budget(self) -> None:
         while len(self._docs) > self.max_documents:
@@ -158,7 +172,7 @@ class Memory:
         while self.cache_bytes() > self.max_bytes:
             victim = next((files for t in reversed(FILE_TIERS) if (files := self._files[t])), None)
             if victim is not None:
-                victim.popitem(last=False)[1].clear()
+                self._clear(victim.popitem(last=False)[1], 1)
             elif len(self._docs) > 1:
                 self.close(next(iter(self._docs)))
             else:
@@ -177,6 +191,7 @@ class Memory:
                 return False
             self._tables = state["tables"]  # type: ignore[assignment]
             self._files = state["files"]  # type: ignore[assignment]
+            self._tokens = self._count_tokens()
             self._enforce_budget()
             return True
 

@@ -16,14 +16,15 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+import sys
 import time
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
 
 import torch
 import tree_sitter as ts
 
+from edit_engine.syntax.lru import BoundedLRU
 from edit_engine.syntax.trees import Document, broken_nodes
 
 SALVAGE_CHECKS = 16  # at most this many cut points are parsed (longest first) when salvaging a broken fill,
@@ -49,10 +50,29 @@ def _key(n: ts.Node, old_end: int, delta: int) -> tuple[str, bool, int, int]:
     return n.type, n.is_missing, s + delta if s >= old_end else s, e + delta if e >= old_end else e
 
 
-@lru_cache(maxsize=8)
+# ``python_error``'s answers by text: a request checks several fills in one document, and each check compiles
+# the document's text without the fill as well as with it. The texts kept (they are the keys) take at most
+# ``ERRORS_MAX_BYTES``: a few of the compile windows of the largest documents.
+ERRORS_MAX_ENTRIES = 8
+ERRORS_MAX_BYTES = 16 << 20
+_ERRORS: BoundedLRU[str, tuple[int, int] | None] = BoundedLRU(ERRORS_MAX_ENTRIES, ERRORS_MAX_BYTES,
+                                                              "compile checks")
+_UNKNOWN = (-1, -1)
+
+
 def python_error(text: str) -> tuple[int, int] | None:
     """Character range of the line where ``ast.parse`` first fails (None if it parses). tree-sitter-python
-    accepts wrong indentation; Python does not, so for Python the check asks both."""
+    accepts wrong indentation; Python does not, so for Python the check asks both. Answers are kept by text
+    (``ERRORS_MAX_ENTRIES``, ``ERRORS_MAX_BYTES``)."""
+    got = _ERRORS.get(text, _UNKNOWN)
+    if got is not _UNKNOWN:
+        return got
+    found = _python_error(text)
+    _ERRORS.put(text, found, sys.getsizeof(text) + 64)
+    return found
+
+
+def _python_error(text: str) -> tuple[int, int] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes in the user's code

@@ -6,7 +6,8 @@ grammar wheel the settings name. A language without a folder, or whose wheel is 
 
 ``Document`` holds one document's text and tree. ``edit(start, end, new_text)`` applies an edit and re-parses
 incrementally (tree-sitter reuses every subtree the edit did not touch); ``update(text)`` does the same for a
-front end that only sends whole texts (the edit is the differing middle). ``SyntaxCache`` keeps documents by uri.
+front end that only sends whole texts (the edit is the differing middle). ``SyntaxCache`` keeps documents by uri,
+at most ``MAX_DOCUMENTS`` of them and ``MAX_BYTES`` together (``document_bytes`` estimates one).
 
 Offsets in this module's API are character offsets (as everywhere in the engine); bytes and points only meet
 tree-sitter, and ``positions`` converts them.
@@ -16,9 +17,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
+import sys
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -27,6 +29,9 @@ from typing import Any
 import tree_sitter as ts
 
 from edit_engine.syntax import positions
+from edit_engine.syntax.lru import BoundedLRU
+
+log = logging.getLogger(__name__)
 
 CAPTURES = ("comment", "string", "brackets", "block", "unit")
 # LSP language ids and common short names that differ from a grammar folder's name.
@@ -140,24 +145,63 @@ def broken_nodes(tree: ts.Tree) -> list[ts.Node]:
     return out
 
 
-YIELD_BYTES = 64 << 10  # larger sources are parsed in chunks, letting other threads run between them
+CHUNK_BYTES = 4 << 10  # sources are handed to tree-sitter in chunks of this size (``_parse``)
+_chunks = threading.local()  # each thread's chunk buffer (``_parse``)
+
+
+def _chunk_buffer() -> bytearray:
+    buf: bytearray | None = getattr(_chunks, "buf", None)
+    if buf is None:
+        buf = _chunks.buf = bytearray(CHUNK_BYTES)
+    return buf
 
 
 def _parse(g: Grammar, data: bytes, old: ts.Tree | None) -> ts.Tree | None:
-    """Parse ``data`` (reusing ``old``, edited to match it). tree-sitter holds the interpreter lock while it
-    parses, so a large source is handed over in ``YIELD_BYTES`` chunks and the lock is released between them:
-    a server's event loop keeps answering while a 500 k-character document is parsed in a worker thread."""
+    """Parse ``data`` (reusing ``old``, edited to match it); None when the grammar is missing or the parse ran
+    past its deadline (``parse_deadline``). tree-sitter holds the interpreter lock while it parses, so the source
+    is handed over in ``CHUNK_BYTES`` chunks and the lock is released between them, and tree-sitter's progress
+    callback lets other threads run and ends a parse past its deadline: a server's event loop keeps answering
+    while a 500 k-character document is parsed in a worker thread, and a grammar that loops on some text
+    (tree-sitter-typescript's TSX grammar on two lines of Python does) costs a bounded time.
+
+    Each chunk is copied into the calling thread's one buffer, returned every time: py-tree-sitter 0.26.1 keeps a
+    reference to every object the read callback returns but the last, so fresh slices would stay in memory for
+    good (1.5 to 2 times the source's bytes a parse, measured). tree-sitter reads a chunk only until it asks for
+    the next one, so refilling the buffer is safe; only a last, shorter chunk is a new object."""
     parser = g.parser()
     if parser is None:
         return None
-    if len(data) <= YIELD_BYTES:
-        return parser.parse(data, old) if old is not None else parser.parse(data)
+    view = memoryview(data)
+    deadline = time.monotonic() + parse_deadline(len(data))
 
-    def read(byte: int, point: tuple[int, int]) -> bytes:
+    def read(byte: int, point: tuple[int, int]) -> bytes | bytearray:
         time.sleep(0)  # releases the interpreter lock: waiting threads run
-        return data[byte : byte + YIELD_BYTES // 16]
+        if byte + CHUNK_BYTES > len(data):
+            return data[byte:]
+        buf = _chunk_buffer()
+        buf[:] = view[byte : byte + CHUNK_BYTES]
+        return buf
 
-    return parser.parse(read, old) if old is not None else parser.parse(read)
+    def progress(offset: int, has_error: bool) -> bool:  # True ends the parse
+        return time.monotonic() > deadline
+
+    try:
+        if old is not None:
+            return parser.parse(read, old, progress_callback=progress)
+        return parser.parse(read, progress_callback=progress)
+    except ValueError:  # ended by ``progress``
+        log.warning("the %s grammar took over %.1f s on %d bytes: parse abandoned", g.name,
+                    parse_deadline(len(data)), len(data))
+        return None
+
+
+def parse_deadline(size: int) -> float:
+    """Seconds a parse of ``size`` bytes may take: ``PARSE_BASE_S`` plus ``PARSE_S_PER_MB`` per megabyte (a
+    parse takes about 0.1 s per megabyte of ordinary code)."""
+    return PARSE_BASE_S + PARSE_S_PER_MB * size / 1e6
+
+
+PARSE_BASE_S, PARSE_S_PER_MB = 1.0, 1.0
 
 
 @dataclass
@@ -248,13 +292,38 @@ class Document:
         return len(self._data[:byte].decode("utf-8", "surrogatepass"))
 
 
-class SyntaxCache:
-    """Documents by uri, so each request re-parses incrementally. Least recently used ones are dropped."""
+MAX_DOCUMENTS = 64  # documents a ``SyntaxCache`` keeps
+# Their estimated bytes together: some eight 500 k-character documents (the front ends' largest), or 64 of the
+# few-thousand-line files an editor usually has open.
+MAX_BYTES = 128 << 20
+# Resident bytes of a syntax tree per visible node (``Node.descendant_count``, stored in the tree: O(1) to read).
+# Measured as the RSS growth of ten parses kept alive, 240 k characters each, one process per text: stdlib
+# modules repeated (_pydecimal 125, tokenize 131, json.decoder 131, unittest.case 125, ast 121, sre_parse 111,
+# pickletools 181: long docstrings), dense one-line statements 114-120, comments only 91, non-ASCII 110. Per
+# character the same trees took 1.4 to 120 bytes, so the node count, not the length, sizes a tree.
+TREE_BYTES_PER_NODE = 160
 
-    def __init__(self, capacity: int = 64) -> None:
+
+def document_bytes(doc: Document) -> int:
+    """Estimated resident bytes of a document: its text, its UTF-8 bytes and its tree."""
+    nodes = doc.tree.root_node.descendant_count if doc.tree is not None else 0
+    return sys.getsizeof(doc.text) + sys.getsizeof(doc.data) + TREE_BYTES_PER_NODE * nodes
+
+
+class SyntaxCache:
+    """Documents by uri, so each request re-parses incrementally. Least recently used ones are dropped beyond
+    ``capacity`` documents or ``max_bytes`` estimated bytes (``document_bytes``); a document larger than the
+    whole budget is parsed for its request and not kept."""
+
+    def __init__(self, capacity: int = MAX_DOCUMENTS, max_bytes: int = MAX_BYTES) -> None:
         self.capacity = capacity
-        self._docs: OrderedDict[str, Document] = OrderedDict()
+        self._docs: BoundedLRU[str, Document] = BoundedLRU(capacity, max_bytes, "syntax trees")
         self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated bytes of the documents kept."""
+        return self._docs.nbytes
 
     def get(self, uri: str, text: str, language: str) -> Document:
         """The document at ``uri``, brought up to ``text`` (incrementally when it was known)."""
@@ -264,22 +333,20 @@ class SyntaxCache:
                 doc = Document.parse(text, language)
             else:
                 doc.update(text)
-            self._docs[uri] = doc
-            self._docs.move_to_end(uri)
-            while len(self._docs) > self.capacity:
-                self._docs.popitem(last=False)
+            self._docs.put(uri, doc, document_bytes(doc))
             return doc.snapshot()
 
     def edit(self, uri: str, start: int, end: int, new_text: str) -> None:
         """Apply an editor's edit to a known document (a no-op for an unknown uri)."""
         with self._lock:
-            doc = self._docs.get(uri)
+            doc = self._docs.peek(uri)
             if doc is not None:
                 doc.edit(start, end, new_text)
+                self._docs.resize(uri, document_bytes(doc))
 
     def close(self, uri: str) -> None:
         with self._lock:
-            self._docs.pop(uri, None)
+            self._docs.pop(uri)
 
     def __len__(self) -> int:
         return len(self._docs)

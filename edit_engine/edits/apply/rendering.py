@@ -70,7 +70,9 @@ class ApplyResult:
 
 
 # ---------------------------------------------------------------------------------------------------- the texts
-GUESSED = ("python", "javascript", "typescript", "tsx", "rust", "go")  # in this order on a tie
+# In this order on a tie. Not TSX: its grammar loops on some Python (each parse would run to its deadline),
+# and JSX parses as JavaScript.
+GUESSED = ("python", "javascript", "typescript", "rust", "go")
 GUESS_CHARS = 20_000
 
 
