@@ -20,7 +20,9 @@ compared between the first and the last ``--window`` seconds after warm-up (unch
 piles up nor delays fills).
 
 The server runs as its own process (``edit-engine serve`` on a free loopback port), so the memory is its own.
-Prints a table and writes ``--json PATH``. Exits 1 when a request was lost or a malformed one was accepted.
+Prints a table and writes ``--json PATH`` (the server's log beside it). Exits 1 when a request was lost, a
+well-formed one got an error, a malformed one was accepted, or the server logged a traceback (its shutdown, by
+SIGTERM with requests in flight, included).
 
     OMP_NUM_THREADS=1 python benchmarks/soak.py --duration 600 --json soak.json     # 32 ws + 16 HTTP, 10 min
     python benchmarks/soak.py --model DIR --ws 2 --http 2 --duration 5 --sample-every 1   # a smoke run
@@ -247,6 +249,21 @@ async def healthz(base: str, deadline: float, t: Tally) -> None:
             await asyncio.sleep(1.0)  # the probe's period
 
 
+def in_flight(base: str) -> list[socket.socket]:
+    """Requests left in flight: websocket fills and edit requests sent and not read, and a request whose body
+    never arrives; the sockets are returned so that they stay open."""
+    host, port = base.removeprefix("http://").split(":")
+    out = []
+    for k, (path, body) in enumerate([("/v1/completions", {"prompt": "def f(x):\n    return ", "suffix": "\n",
+                                                           "max_tokens": 64})] * 4 + edit_work(0)[:4]):
+        data = json.dumps(body).encode()
+        s = socket.create_connection((host, int(port)))
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(data) + (k == 0)}\r\n\r\n".encode() + data)  # the first: a byte short
+        out.append(s)
+    return out
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -365,6 +382,7 @@ def main() -> int:
         out = report(a, t, memory)
         health = httpx.get(base + "/healthz", timeout=30).json()
         out["queue_depth_at_end"] = health["queueDepth"]
+        held = in_flight(base)  # SIGTERM with requests in flight: the shutdown must log no traceback
     finally:
         proc.terminate()
         try:
@@ -373,9 +391,13 @@ def main() -> int:
             proc.kill()
             out_code = -9
     out["server_exit"] = out_code
+    logged = log.read_text(errors="replace") if a.json else ""
+    out["server_tracebacks"] = logged.count("Traceback")
+    print(f"server exit {out_code}, tracebacks in its log: {out['server_tracebacks']}")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
-    failed = t.counts["lost"] or t.counts["errors"] or t.counts["malformed_accepted"] or out_code not in (0, -15)
+    failed = t.counts["lost"] or t.counts["errors"] or t.counts["malformed_accepted"] or out_code not in (0, -15) \
+        or out["server_tracebacks"]
     return 1 if failed else 0
 
 

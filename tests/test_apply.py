@@ -632,3 +632,19 @@ def test_eval_command(tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.Capt
     assert summary["cases"] == 12 and summary["exact_match"] >= 0.9 and "p95_ms" in summary
     written = json.loads(out.read_text())
     assert len(written["results"]) == 12 and written["exact"] == summary["exact"]
+
+
+def test_a_definition_after_a_comment_keeps_everything_above_it() -> None:
+    """An update of a comment, then a new ``def load`` body, then a marker (none before it): the comment is new
+    and the definition replaces ``load``; the imports and settings above stay. Such an update once replaced the
+    file's first 23 lines, dropping all of them, with no note."""
+    imports = "".join(f"import mod{i}\n" for i in range(8))
+    settings_ = "".join(f"SETTING_{i} = {i}\n" for i in range(10))
+    original = (imports + "\n" + settings_ + "\n\ndef load(path):\n    return open(path).read()\n\n\n"
+                "def save(path, data):\n    open(path, 'w').write(data)\n")
+    update = ("# Load the configuration\ndef load(path):\n    with open(path) as f:\n        return f.read()\n"
+              "# ... existing code ...\n")
+    out = merge(original, update).text
+    kept = [x for x in original.splitlines() if x.strip() and x != "    return open(path).read()"]
+    assert all(x in out.splitlines() for x in kept), out
+    assert "    with open(path) as f:" in out and "return open(path).read()" not in out
