@@ -51,10 +51,10 @@ class SlowEngine(Engine):
             self._step.wait(STEP_S)
         self.stopped.release()
 
-    def apply(self, original: str, update: str, language: str = "python", use_model: bool = True,
+    def apply(self, original: str, update: str, language: str = "python",
               should_stop: Callable[[], bool] | None = None) -> Any:
         self._work(should_stop)
-        return super().apply(original, update, language, use_model, should_stop)
+        return super().apply(original, update, language, should_stop)
 
     def next_edit(self, *args: Any, should_stop: Callable[[], bool] | None = None, **kw: Any) -> Any:
         self._work(should_stop)

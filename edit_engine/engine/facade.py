@@ -10,7 +10,7 @@ before the next forward pass. ``plan_document`` plans a document request without
 ``finish_document`` runs its check and repair rounds after a first round run elsewhere; ``prepare`` makes a
 hole's sampler settings and context tokens: the server batches first rounds across clients with them
 (``edit_engine/serve``). ``apply``/``stream_apply`` merge an update snippet written with ``... existing code ...``
-markers into a file (``apply.py``; the model only ranks the places of an ambiguous chunk). ``next_edit``/
+markers into a file (``apply``, without the model). ``next_edit``/
 ``stream_next_edit`` propose the change that follows the user's recent edits (``next_edit.py``: the history's
 patterns propagated with tree-sitter first, the model's rewrite of a row second).
 
@@ -250,18 +250,18 @@ class Engine:
         return rounds.finish_document(self.rt, dp, tokens, index, nfe, stop_reason, seed, should_stop, context)
 
     # ------------------------------------------------------------------ snippet in, file out; edits in, next edit out
-    def apply(self, original: str, update: str, language: str = "python", use_model: bool = True,
+    def apply(self, original: str, update: str, language: str = "python",
               should_stop: Callable[[], bool] | None = None) -> ApplyResult:
         """Merge ``update`` (code with ``# ... existing code ...``-style markers) into ``original``: the merged
-        text, how each chunk was placed and the time it took (``apply.merge``). ``use_model``: the model ranks
-        the candidate places of an ambiguous chunk (otherwise the first is taken). Raises ValueError (also past
-        the request's work budget), and ``budget.Stopped`` when ``should_stop`` says so."""
-        return applying.merge(original, update, language, applying.chooser(self.rt, use_model), should_stop)
+        text, how each chunk was placed and the time it took (``apply.merge``; no model: a chunk that fits
+        several places alike is refused). Raises ValueError (also past the request's work budget), and
+        ``budget.Stopped`` when ``should_stop`` says so."""
+        return applying.merge(original, update, language, should_stop)
 
     def stream_apply(self, original: str, update: str, language: str = "python",
-                     use_model: bool = True, should_stop: Callable[[], bool] | None = None) -> Iterator[Pass]:
+                     should_stop: Callable[[], bool] | None = None) -> Iterator[Pass]:
         """``apply`` as a stream: a ``Pass`` per placed chunk, its text the whole file so far (``apply.stream``)."""
-        return applying.stream(original, update, language, applying.chooser(self.rt, use_model), should_stop)
+        return applying.stream(original, update, language, should_stop)
 
     def next_edit(self, document: str, cursor: int, history: list[str], language: str = "python",
                   related: list[str] | None = None, region: tuple[int, int] | None = None, use_model: bool = True,

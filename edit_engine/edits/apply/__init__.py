@@ -37,23 +37,24 @@ A chat model that edits a file writes only what changes, the rest elided by mark
    and the count). An update without markers is taken literally and not guarded.
 5. **What is left.** A chunk with no anchor that defines something new is inserted after the last definition
    at its level before the next placed chunk (or, when it opens the update, before the first). A chunk whose
-   lines match several places and none uniquely is ambiguous: the place where it changes something, spanning
-   at most twice its lines, most like it wins; among places alike ``choose`` (the diffusion model,
-   ``model_chooser``) decides, else the first is taken. A chunk that matches nothing and defines nothing cannot
-   be placed (``ValueError`` naming it); an update without any marker that matches nothing replaces the file.
+   lines match several places and none uniquely is ambiguous: of the places where it changes something,
+   spanning at most twice its lines, the one clearly most like it (``placing.CLEAR_MARGIN``) wins; where
+   several remain alike the update is refused (``ValueError`` naming the chunk and the places): a merge is
+   never a guess. A chunk that matches nothing and defines nothing cannot be placed (``ValueError`` naming it);
+   an update without any marker that matches nothing replaces the file.
 
 Every placement is recorded (``Placement.kind``: definition, lines, inserted, ambiguous, whole).
 
 The modules, each importing only the ones before it: ``source`` (the original indexed, and the definitions of
 a syntax tree, for every stage), then one per stage: ``chunks`` (1), ``definitions`` (2), ``anchoring`` (3),
-``placing`` (4 and 5, with the span guard and the model's choice among places alike) and ``rendering`` (the
+``placing`` (4 and 5, with the span guard and the refusal of places alike) and ``rendering`` (the
 entry points ``merge`` and ``stream``: the texts checked and split, the stages run over every chunk, the
 merged text and the result).
 The package exports what the rest of the engine uses.
 """
 
 from edit_engine.edits.apply.chunks import is_marker
-from edit_engine.edits.apply.placing import DROP_FLOOR, DROP_RATIO, chooser
+from edit_engine.edits.apply.placing import DROP_FLOOR, DROP_RATIO
 from edit_engine.edits.apply.rendering import (
            MAX_CHUNKS,
            ApplyResult,
@@ -66,4 +67,4 @@ from edit_engine.edits.apply.source import Definition, definitions
 from edit_engine.engine.results import MAX_DOCUMENT_CHARS
 
 __all__ = ["DROP_FLOOR", "DROP_RATIO", "MAX_CHUNKS", "MAX_DOCUMENT_CHARS", "ApplyResult", "Definition", "Placement",
-           "chooser", "definitions", "guess_language", "is_marker", "merge", "stream"]
+           "definitions", "guess_language", "is_marker", "merge", "stream"]

@@ -69,7 +69,27 @@ def def_anchor(src: Source, ch: Chunk, unit: tuple[int, tuple[str, ...]], lo: in
         return None
     o = src.defs[inside[0]]
     # Decorators / attributes the chunk does not show stay (the marker before it stands for them).
-    return (o.start if d.start < d.inner else o.inner), o.end, ".".join(o.qual)
+    start, note = (o.start if d.start < d.inner else o.inner), ".".join(o.qual)
+    end = _shown_end(src, ch, d, o) if ch.marker_after and d.end >= len(ch.lines) else o.end
+    if end < o.end:
+        note += f" (shown up to its line {end}: the marker after it keeps the rest)"
+    return start, end, note
+
+
+def _shown_end(src: Source, ch: Chunk, d: Definition, o: Definition) -> int:
+    """Where a definition that the chunk ends with, a marker after it, stops replacing the original one ``o``:
+    when the chunk's last line is a line of ``o``'s body found at one place, with more of ``o`` after it, the
+    chunk shows ``o``'s beginning and the marker stands for the rest (the row after that line); else ``o``'s
+    end (the chunk shows the whole definition)."""
+    last = next((i for i in range(len(ch.lines) - 1, d.inner, -1) if ch.lines[i].strip()), -1)
+    if last < 0 or not _telling(ch.lines[last]):
+        return o.end
+    key = norm(ch.lines[last])
+    budget.spend(o.end - o.inner)
+    rows = [r for r in range(o.inner + 1, o.end) if src.norm[r] == key]
+    if len(rows) == 1 and any(src.norm[r] for r in range(rows[0] + 1, o.end)):
+        return rows[0] + 1
+    return o.end
 
 
 def _alike(src: Source, ch: Chunk, d: Definition, cands: list[int]) -> list[int]:

@@ -5,8 +5,8 @@ several candidate spots (ambiguous) or None: around its matched definitions (``d
 by its first and last context lines (``anchoring``); unmatched lines at its edges become new lines, and a
 place that would drop many original lines the update does not show is passed over (``Guard``). Over all the
 chunks: ``best_chain`` keeps the placed chunks that follow each other in the file, the others are placed again
-between them; ``decide`` ranks an ambiguous chunk's places and lets the ``Chooser`` (the diffusion model's:
-``model_chooser``) pick among those alike; ``insert`` puts a chunk that defines something new beside the
+between them; ``decide`` ranks an ambiguous chunk's places and takes the one clearly ahead, else refuses;
+``insert`` puts a chunk that defines something new beside the
 definitions at its level; and ``refuse_dropping`` says why a chunk that only the guard turned down is not
 applied.
 """
@@ -14,9 +14,8 @@ applied.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from edit_engine.edits import budget
 from edit_engine.edits.apply.anchoring import Ends, back, forward, scan, search_windows, toward
@@ -24,11 +23,10 @@ from edit_engine.edits.apply.chunks import Chunk
 from edit_engine.edits.apply.definitions import def_anchor
 from edit_engine.edits.apply.source import Source
 
-MAX_CANDIDATES = 16  # ambiguous chunks: placements offered to ``choose`` (the first ones after the previous chunk)
-
-# A chooser gets the chunk's text and, per candidate placement, the original text before and after it; it returns
-# the index of the candidate to take.
-Chooser = Callable[[str, Sequence[tuple[str, str]]], int]
+MAX_CANDIDATES = 16  # ambiguous chunks: candidate places weighed (the first ones after the previous chunk)
+# An ambiguous chunk goes to the place most like it only when that place's likeness (difflib ratio with the lines
+# it replaces) is ahead of the next one's by this much; else it is refused.
+CLEAR_MARGIN = 0.05
 
 
 @dataclass
@@ -288,58 +286,19 @@ def refuse_dropping(src: Source, ch: Chunk, lo: int, hi: int, names: set[str], l
                      "original code stays, or show more lines around the edit")
 
 
-def decide(src: Source, eol: str, ch: Chunk, cands: list[Spot], choose: Chooser | None) -> tuple[Spot, int]:
-    """An ambiguous chunk's place (``_rank``; among places that rank the same, ``choose`` decides, else the
-    first), and the model passes spent."""
+def decide(src: Source, ch: Chunk, cands: list[Spot]) -> Spot:
+    """An ambiguous chunk's place: the one candidate left by ``_rank``'s tests, or the one clearly most like the
+    chunk (its likeness ahead of the next by ``CLEAR_MARGIN``). Raises ValueError where several remain alike:
+    a merge is never a guess."""
     ranked = _rank(src, ch, cands)
-    best = [c for r, c in ranked if r == ranked[0][0]]
-    pick, how, used = 0, "the closest", 0
-    if len(best) > 1 and choose is not None:
-        def text(rows: list[str]) -> str:
-            return "".join(x + eol for x in rows)
-
-        got = choose(text(ch.lines), [(text(src.lines[: s.a]), text(src.lines[s.b :])) for s in best])
-        pick, how, used = (got if 0 <= got < len(best) else 0), "the model's pick", 1
-    elif len(best) > 1:
-        how = "the first"
-    spot = best[pick]
+    if len(ranked) > 1 and ranked[0][0] - ranked[1][0] < CLEAR_MARGIN:
+        rows = ", ".join(str(c.a + 1) for _, c in ranked[:6]) + (", ..." if len(ranked) > 6 else "")
+        raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, "
+                         f"starting {ch.lines[0].strip()[:60]!r}) fits {len(ranked)} places of the original alike "
+                         f"(at lines {rows}): show more lines around the edit, or a line only that place has")
+    spot = ranked[0][1]
     if len(cands) == 1:
         spot.kind, spot.note = "lines", "the one place where both its ends are found"
     else:
-        spot.note = f"{len(cands)} candidate places; {how} of {len(best)} alike (line {spot.a + 1})"
-    return spot, used
-
-
-# ---------------------------------------------------------------------------------------------------- the model
-SCORE_TOKENS = 32  # an ambiguous chunk is scored on its first tokens at each candidate place
-
-
-def chooser(rt: Any, use_model: bool) -> Chooser | None:
-    """``model_chooser(rt)`` when ``use_model`` and the model denoises a canvas, else None (the first place)."""
-    return model_chooser(rt) if use_model and rt.canvas else None
-
-
-def model_chooser(rt: Any) -> Chooser:
-    """A ``Chooser`` that asks the diffusion model (an ``engine.runtime.Runtime``): at each candidate place the
-    chunk's first tokens are masked between the original text before the place and the rest of the chunk and
-    the original after it, and the place where the model finds them most likely (mean log-probability, one
-    batched forward pass) wins."""
-    import torch
-
-    tok, model = rt.tokenizer, rt.model
-
-    def choose(chunk: str, contexts: Sequence[tuple[str, str]]) -> int:
-        ids = tok.encode(chunk)
-        k = max(1, min(len(ids), SCORE_TOKENS, model.cfg.max_canvas))
-        shown = tok.decode(ids[:k])
-        rest = chunk[len(shown) :] if chunk.startswith(shown) else chunk
-        pairs = [rt.context_ids(before, rest + after) for before, after in contexts]
-        cache = model.encode_context([p for p, _ in pairs], [s for _, s in pairs], k)
-        canvas = torch.full((len(pairs), k), tok.mask_id, dtype=torch.long, device=model.device)
-        with torch.no_grad():
-            logp = torch.log_softmax(model.canvas_logits(canvas, cache).float(), -1)
-        target = torch.tensor(ids[:k] or [tok.pad_id], device=model.device)
-        score = logp[:, torch.arange(k, device=model.device), target].mean(-1)
-        return int(score.argmax())
-
-    return choose
+        spot.note = f"{len(cands)} candidate places; the one most like it (line {spot.a + 1})"
+    return spot

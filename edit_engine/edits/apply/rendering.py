@@ -1,11 +1,11 @@
 """The entry points and the merged text: ``merge`` and ``stream``.
 
-Both take the original, the update, a language (or ``auto``: ``guess_language``) and an optional ``Chooser``.
+Both take the original, the update, a language (or ``auto``: ``guess_language``) and an optional ``should_stop``.
 The texts are checked (size, valid Unicode) and split into lines, and ``_plan`` runs the stages over them: the
 update into chunks (``chunks``), each chunk's definitions (``definitions.analyse``), each chunk's place
 (``placing``: first each alone, then in order between the chunks placed in sequence). ``_render`` writes the
 original with the first k chunks put in their places, in the original's line ends; ``merge`` gives the
-``ApplyResult`` (the text, a ``Placement`` per chunk, the segments, the time, the model passes) and ``stream``
+``ApplyResult`` (the text, a ``Placement`` per chunk, the segments, the time) and ``stream``
 a ``Pass`` per chunk placed.
 """
 
@@ -20,7 +20,6 @@ from edit_engine.edits import budget
 from edit_engine.edits.apply.chunks import Chunk, split_update
 from edit_engine.edits.apply.definitions import analyse
 from edit_engine.edits.apply.placing import (
-    Chooser,
     Guard,
     Spot,
     best_chain,
@@ -66,7 +65,6 @@ class ApplyResult:
     placements: tuple[Placement, ...]
     elapsed_ms: float
     segments: tuple[tuple[int, str], ...] = ()
-    nfe: int = 0  # model passes spent on ambiguous chunks
 
 
 # ---------------------------------------------------------------------------------------------------- the texts
@@ -125,23 +123,21 @@ class _Plan:
     spots: list[Spot]
     eol: str
     final: bool
-    nfe: int
 
 
-def _plan(original: str, update: str, language: str, choose: Chooser | None,
-          should_stop: Callable[[], bool] | None = None) -> _Plan:
+def _plan(original: str, update: str, language: str, should_stop: Callable[[], bool] | None = None) -> _Plan:
     """Every chunk placed, within the work budget (``budget.limit``). Raises ValueError (``OverBudget``
     past the budget) and ``budget.Stopped`` when ``should_stop`` says so."""
     _check("original", original)
     _check("update", update)
     try:
         with budget.scope(budget.limit(original, update), "apply", should_stop):
-            return _place_all(original, update, language, choose)
+            return _place_all(original, update, language)
     except RecursionError:
         raise ValueError("the original or the update nests too deeply to analyse") from None
 
 
-def _place_all(original: str, update: str, language: str, choose: Chooser | None) -> _Plan:
+def _place_all(original: str, update: str, language: str) -> _Plan:
     if language == "auto":
         language = guess_language(original or update)
     eol = "\r\n" if "\r\n" in original and original.count("\r\n") == original.count("\n") else "\n"
@@ -161,7 +157,6 @@ def _place_all(original: str, update: str, language: str, choose: Chooser | None
     guard = Guard(src, frozenset(norm(x) for x in ulines), markers > 0)
     first = [place(src, ch, 0, src.n, True, names, k == len(chunks) - 1, guard) for k, ch in enumerate(chunks)]
     spots = best_chain([s if isinstance(s, Spot) else None for s in first])
-    nfe = 0
     for k, ch in enumerate(chunks):
         if spots[k] is not None:
             continue
@@ -169,8 +164,7 @@ def _place_all(original: str, update: str, language: str, choose: Chooser | None
         hi = min((s.a for s in spots[k + 1 :] if s is not None), default=src.n)
         got = place(src, ch, lo, hi, False, names, k == len(chunks) - 1, guard)
         if isinstance(got, list):
-            got, used = decide(src, eol, ch, got, choose)
-            nfe += used
+            got = decide(src, ch, got)
         if got is None and ch.units:
             got = insert(src, ch, lo, hi)
         if got is None and markers == 0:
@@ -184,7 +178,7 @@ def _place_all(original: str, update: str, language: str, choose: Chooser | None
     placed = [s for s in spots if s is not None]
     if placed[-1].b == src.n and not chunks[-1].marker_after:  # the update ends the file: its last newline too
         final = ufinal
-    return _Plan(src, chunks, placed, eol, final, nfe)
+    return _Plan(src, chunks, placed, eol, final)
 
 
 def _render(plan: _Plan, upto: int | None = None) -> tuple[str, tuple[tuple[int, str], ...]]:
@@ -214,29 +208,28 @@ def _placements(plan: _Plan) -> tuple[Placement, ...]:
                  for k, (ch, s) in enumerate(zip(plan.chunks, plan.spots, strict=True)))
 
 
-def merge(original: str, update: str, language: str = "python", choose: Chooser | None = None,
+def merge(original: str, update: str, language: str = "python",
           should_stop: Callable[[], bool] | None = None) -> ApplyResult:
     """Merge ``update`` (a snippet with ``... existing code ...`` markers) into ``original`` (the package doc
-    says how). ``language``: a grammar name or LSP id, or ``auto`` (``guess_language``). ``choose`` picks among
-    the candidate places of an ambiguous chunk that rank the same (default: the first).
+    says how). ``language``: a grammar name or LSP id, or ``auto`` (``guess_language``).
     Raises ValueError: a text over ``MAX_DOCUMENT_CHARS`` or not valid Unicode, an update of markers only, a
-    chunk that cannot be placed, an update needing more work than ``budget.limit``. ``should_stop``: read
+    chunk that cannot be placed or fits several places alike, an update needing more work than ``budget.limit``. ``should_stop``: read
     between steps; when it says so, ``budget.Stopped`` is raised."""
     t0 = time.perf_counter()
-    plan = _plan(original, update, language, choose, should_stop)
+    plan = _plan(original, update, language, should_stop)
     text, segments = _render(plan)
-    return ApplyResult(text, _placements(plan), (time.perf_counter() - t0) * 1e3, segments, plan.nfe)
+    return ApplyResult(text, _placements(plan), (time.perf_counter() - t0) * 1e3, segments)
 
 
-def stream(original: str, update: str, language: str = "python", choose: Chooser | None = None,
+def stream(original: str, update: str, language: str = "python",
            should_stop: Callable[[], bool] | None = None) -> Iterator[Pass]:
     """``merge`` as the engine's streams go: a ``Pass`` per chunk (per group of chunks past ``STREAM_PASSES``),
     its text the file with that many chunks placed (``masked``: chunks still to place); the last is final and
     its text is ``merge``'s."""
-    plan = _plan(original, update, language, choose, should_stop)
+    plan = _plan(original, update, language, should_stop)
     total = len(plan.spots)
     step = -(-total // STREAM_PASSES)
     shown = [k for k in range(1, total + 1) if k % step == 0 or k == total]
     for n, k in enumerate(shown):
         text, _ = _render(plan, k)
-        yield Pass(n, text, total - k, k == total, plan.nfe, 0, len(original), "complete" if k == total else "")
+        yield Pass(n, text, total - k, k == total, 0, 0, len(original), "complete" if k == total else "")
