@@ -1,30 +1,25 @@
 """The server scaled out on Ray Serve (``edit_engine.serve.ray_app``, ``edit-engine serve --ray``).
 
 Fast tests check the pieces without a cluster: options, the routing ranks, the websocket frame classes, and the
-ASGI tunnel a replica runs the stock app through. The slow ones run a real local Ray cluster: a head and a
-worker node started as separate processes (``ray start --block``, loopback address, their own temp dir and
-ports, token authentication with a token of their own, one CPU each), the tiny random model, real HTTP and
-websocket clients through Ray's HTTP proxy. A driver process deploys the two-replica application with
-``serve.run`` (with a pass hook that makes the model slower, so requests stay in flight long enough to be
-cancelled or killed); the back-pressure, autoscaling and shutdown tests run ``edit-engine serve --ray --address
-...`` as a process of its own. This test process never joins the cluster. The nodes are stopped at the end, and any
-process of the cluster left over (its temp dir in the command line, or its token in the environment) is killed
-by id.
+ASGI tunnel a replica runs the stock app through. The slow ones run a real local Ray cluster (``ray_cluster``): a
+head and a worker node started as separate processes (``ray start --block``, loopback address, their own temp dir
+and ports, token authentication with a token of their own, one CPU each), the tiny random model, real HTTP and
+websocket clients through Ray's HTTP proxy. A driver process starts Serve as ``edit-engine serve --ray`` does and
+deploys the two-replica application with ``serve.run`` (with a pass hook that makes the model slower, so requests
+stay in flight long enough to be cancelled or killed); the back-pressure, autoscaling and shutdown tests run
+``edit-engine serve --ray --address ...`` as a process of its own. This test process never joins the cluster. The
+nodes are stopped at the end, and any process of the cluster left over (its temp dir in the command line, or its
+token in the environment) is killed by id.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
-import secrets
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +29,7 @@ from typing import Any
 
 import httpx
 import pytest
+from ray_cluster import Command, LocalCluster, free_port
 from websockets.sync.client import ClientConnection, connect
 
 pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install 'edit-engine[ray]')")
@@ -46,7 +42,6 @@ from edit_engine.serve.ray_app.socket import classify  # noqa: E402
 from edit_engine.serve.settings import Settings  # noqa: E402
 
 TIMEOUT = 60.0  # every wait here is bounded by it (replicas start in ~10-20 s on two busy cores)
-STOP_GRACE_S = 10.0  # the cluster's nodes get this long to stop on SIGTERM
 PASS_S = 0.005  # the deployed model's slowest pass: requests of 128 tokens stay in flight for ~1 s
 PREFIX = "def add(a, b):\n    return "
 SUFFIX = "\n\nprint(add(1, 2))\n"
@@ -59,12 +54,6 @@ def eventually(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         threading.Event().wait(0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ---------------------------------------------------------------------------------------------------- no cluster
@@ -136,6 +125,8 @@ def test_frames_are_classified_for_forwarding() -> None:
     assert classify(other, 10_000) == ("request", 1, None)
     apply = json.dumps({"jsonrpc": "2.0", "id": 2, "method": rpc.APPLY, "params": {"original": "", "update": ""}})
     assert classify(apply, 10_000) == ("limited", 2, None)
+    edit = json.dumps({"jsonrpc": "2.0", "id": 3, "method": rpc.NEXT_EDIT, "params": {"text": "", "uri": "file:///y"}})
+    assert classify(edit, 10_000) == ("next_edit", 3, "file:///y")  # limited, and superseded by a newer one
     for frame in ("not json", "[1]", json.dumps({"jsonrpc": "2.0", "method": rpc.INFILL, "params": {}}),
                   json.dumps({"jsonrpc": "2.0", "id": True, "method": rpc.INFILL})):
         assert classify(frame, 10_000)[0] == "frame", frame
@@ -243,6 +234,103 @@ def test_the_ingress_guards_like_the_single_server() -> None:
     assert e.value.code == 1008
 
 
+class HeldForwarder:
+    """A forwarder whose calls are taken and never answered: what the ingress does before anything comes back."""
+
+    def __init__(self) -> None:
+        from edit_engine.serve.ray_app.stats import IngressMetrics
+
+        self.metrics = IngressMetrics()
+
+    def key(self, material: str | None) -> str:
+        return ""
+
+    async def stream(self, method: str, key: str, args: tuple[Any, ...], started: Any) -> Any:
+        import asyncio
+
+        yield []
+        await asyncio.Event().wait()  # held until the socket cancels it
+
+
+def received(ws: Any, within: float = 10.0) -> Any:
+    """The next message on a test client's websocket, which must come within ``within`` seconds (its own receive
+    waits without a bound); its error, if receiving fails."""
+    out: list[Any] = []
+
+    def receive() -> None:
+        try:
+            out.append(ws.receive_json())
+        except Exception as e:
+            out.append(e)
+
+    reader = threading.Thread(target=receive, daemon=True)
+    reader.start()
+    reader.join(within)
+    if not out:
+        raise AssertionError(f"nothing received within {within:g} s")
+    if isinstance(out[0], Exception):
+        raise out[0]
+    return out[0]
+
+
+def test_the_ingress_websocket_limits_like_the_single_server() -> None:
+    """On the ingress's websocket, next-edit requests count against ``--max-inflight-per-connection`` (-32001 at
+    once), a newer next edit for the same ``uri`` cancels the one in flight (-32800), and a frame over 4 x
+    ``--max-request-bytes`` closes the socket with 1009, as in the single server."""
+    from fastapi.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    from edit_engine.serve.ray_app.ingress import ingress_app
+
+    app = ingress_app(Settings(api_key="k", max_request_bytes=1000, max_inflight_per_connection=2))
+    app.state.fwd = HeldForwarder()
+    edit = {"text": "x = 1\n", "offset": 0}
+
+    def call(rid: int, method: str, **params: Any) -> str:
+        return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+    with TestClient(app).websocket_connect("/v1/stream", headers={"Authorization": "Bearer k"}) as ws:
+        ws.send_text(call(1, rpc.NEXT_EDIT, **edit, uri="file:///a.py"))
+        ws.send_text(call(2, rpc.NEXT_EDIT, **edit, uri="file:///a.py"))
+        assert received(ws) == {"jsonrpc": "2.0", "id": 1, "error": {
+            "code": rpc.REQUEST_CANCELLED, "message": "request cancelled (superseded)"}}
+        ws.send_text(call(3, rpc.INFILL, prefix="x = ", uri="file:///b.py"))
+        ws.send_text(call(4, rpc.NEXT_EDIT, **edit, uri="file:///c.py"))
+        refused = received(ws)
+        assert refused["id"] == 4 and refused["error"]["code"] == rpc.SERVER_OVERLOADED
+        assert refused["error"]["data"]["limit"] == "max_inflight_per_connection"
+        ws.send_text("x" * 4001)
+        with pytest.raises(WebSocketDisconnect) as closed:
+            received(ws)
+    assert closed.value.code == 1009
+
+
+def test_the_proxy_callback_installs_the_head_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``proxy.install`` (run by Ray in its HTTP proxy's process, the variables from ``proxy_environment``) makes
+    ``ProxyH11`` with these limits uvicorn's ``auto`` protocol, which Ray's proxy server asks for; the server's
+    websocket frame limit drops to 4 x ``--max-request-bytes``."""
+    import uvicorn
+    from uvicorn import config as uvicorn_config
+    from uvicorn.server import ServerState
+
+    from edit_engine.serve.ray_app import proxy
+
+    monkeypatch.setitem(uvicorn_config.HTTP_PROTOCOLS, "auto", uvicorn_config.HTTP_PROTOCOLS["auto"])
+    for name in ("header_timeout_s", "ws_max_size"):
+        monkeypatch.setattr(proxy.ProxyH11, name, getattr(proxy.ProxyH11, name))
+    env = proxy.proxy_environment(Settings(header_timeout_s=2.5, max_request_bytes=1000))
+    assert env[proxy.CALLBACK_ENV] == "edit_engine.serve.ray_app.proxy:install"
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert proxy.install() == []
+    config = uvicorn.Config(lambda: None, factory=True, lifespan="off", log_config=None)  # http="auto", as Ray's
+    config.load()
+    assert config.http_protocol_class is proxy.ProxyH11
+    assert (proxy.ProxyH11.header_timeout_s, config.ws_max_size) == (2.5, 16 * 1024 * 1024)
+    proxy.ProxyH11(config, ServerState(), {})
+    assert config.ws_max_size == 4000
+
+
 def test_serve_without_ray_never_imports_ray() -> None:
     code = ("import sys; from edit_engine.cli.main import build_parser; import edit_engine.serve.app, "
             "edit_engine.serve.ray_app, edit_engine.serve.ray_app.options; "
@@ -263,82 +351,6 @@ def test_serve_help_documents_the_ray_flags(capsys: pytest.CaptureFixture[str]) 
 
 
 # ---------------------------------------------------------------------------------------------------- the cluster
-class LocalCluster:
-    """A head and a worker node as separate ``ray start --block`` processes on the loopback address, in a
-    temp dir of their own (``--temp-dir``), on free ports, one CPU each."""
-
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="ee-ray-", dir="/tmp"))  # short: Ray's socket paths are limited
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.procs: list[subprocess.Popen[str]] = []
-        # Token authentication with a token of its own (nothing read from or written to ~/.ray).
-        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-        self.env = {**os.environ, **self.auth, "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1",
-                    "TOKENIZERS_PARALLELISM": "false"}
-
-    def _start(self, *args: str) -> None:
-        cmd = ["ray", "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats",
-               f"--temp-dir={self.root}", f"--dashboard-agent-listen-port={free_port()}",
-               "--min-worker-port=0", "--max-worker-port=0", *args]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env,
-                                start_new_session=True)
-        self.procs.append(proc)
-        started, lines = threading.Event(), []
-
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.append(line)
-                if "Ray runtime started" in line:
-                    started.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not started.wait(TIMEOUT) or proc.poll() is not None:
-            raise RuntimeError("ray start failed:\n" + "".join(lines[-30:]))
-
-    def start(self) -> LocalCluster:
-        self._start("--head", f"--port={self.port}", "--include-dashboard=false",
-                    f"--ray-client-server-port={free_port()}")
-        self._start(f"--address={self.address}")
-        return self
-
-    def stop(self) -> None:
-        """SIGTERM to both nodes; a node still up after ``STOP_GRACE_S`` is killed with its process group (each
-        node runs in a session of its own); then whatever of this cluster is left, by id."""
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for proc in self.procs:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(TIMEOUT)
-        for pid in self.leftovers():  # processes of this cluster that outlived their node
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def leftovers(self) -> list[int]:
-        """Processes of this cluster: its temp dir in their command line, or its token in their environment
-        (Ray's workers rename themselves, ``ray::...``, and inherit the nodes' environment)."""
-        marks = (str(self.root).encode(), self.auth["RAY_AUTH_TOKEN"].encode())
-        out = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid():
-                try:
-                    if marks[0] in (entry / "cmdline").read_bytes() or marks[1] in (entry / "environ").read_bytes():
-                        out.append(int(entry.name))
-                except OSError:
-                    pass
-        return out
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     c = LocalCluster()
@@ -356,13 +368,14 @@ import functools, json, logging, sys, time
 import ray
 from ray import serve
 from edit_engine.serve.ray_app import APP_NAME
-from edit_engine.serve.ray_app.launch import application
+from edit_engine.serve.ray_app.launch import application, start_serve
 from edit_engine.serve.settings import Settings
 address, port, fields, pass_s = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), float(sys.argv[4])
 ray.init(address=address, logging_level=logging.WARNING)
 try:
-    serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port})
-    serve.run(application(Settings(**fields), functools.partial(time.sleep, pass_s)), name=APP_NAME, route_prefix="/")
+    settings = Settings(**fields)
+    start_serve(settings, port)
+    serve.run(application(settings, functools.partial(time.sleep, pass_s)), name=APP_NAME, route_prefix="/")
     print("deployed", flush=True)
     sys.stdin.read()
     serve.delete(APP_NAME)
@@ -657,40 +670,6 @@ def pid_by_replica(url: str) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------------------------------------- the command
-class Command:
-    """``edit-engine serve --ray --address CLUSTER ...`` as a process of its own."""
-
-    def __init__(self, cluster: LocalCluster, port: int, *flags: str) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "edit_engine.cli.main", "serve", "--ray", "--address", cluster.address,
-             "--port", str(port), "--threads", "1", "--log-level", "warning", *flags],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env, start_new_session=True)
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.lines.append(line)
-                if "running on http://" in line:
-                    ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(2 * TIMEOUT) or self.proc.poll() is not None:
-            self.stop()
-            raise RuntimeError("edit-engine serve --ray did not start:\n" + "".join(self.lines[-40:]))
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait(TIMEOUT)
-
-
 @pytest.fixture(scope="module")
 def command(cluster: LocalCluster, proxy_port: int, tiny_checkpoint: Path) -> Iterator[Command]:
     """Autoscaled from one replica to two (aiming at one request per replica); a replica runs one request at a

@@ -1,24 +1,31 @@
 """What a real ``edit-engine serve`` (uvicorn on a loopback port) does with clients that are careless, slow or
-hostile: foreign Host and Origin headers, slow heads and bodies, too many connections, unknown models, deeply
-nested JSON, large documents beside small requests; and what it documents in ``/openapi.json``."""
+hostile: foreign Host and Origin headers, slow heads and bodies, idle sockets, too many connections and too many
+requests on one websocket, oversized frames, unknown models, deeply nested JSON, large documents beside small
+requests; and what it documents in ``/openapi.json``.
+
+The connection guard's tests run twice, against the single server and against ``edit-engine serve --ray`` (the
+``guarded`` fixture: a one-node Ray cluster from ``ray_cluster``, started once for this module, the tiny model on
+one replica), with the same limits (``GUARD``) and the same assertions."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import selectors
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
-from websockets.exceptions import InvalidStatus
+from ray_cluster import Command, LocalCluster, free_port
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from edit_engine import protocol as rpc
@@ -55,8 +62,107 @@ def _answer(ws: Any, rid: int) -> dict[str, Any]:
             return m  # type: ignore[no-any-return]
 
 
+def _answers(ws: Any, rids: list[int]) -> dict[int, dict[str, Any]]:
+    """The answers to these requests, whatever order they come in."""
+    out: dict[int, dict[str, Any]] = {}
+    while len(out) < len(rids):
+        m = json.loads(ws.recv(timeout=TIMEOUT))
+        if m.get("id") in rids:
+            out[m["id"]] = m
+    return out
+
+
 def _b64(key: str) -> str:
     return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+# ---------------------------------------------------------------------------------------------------- both servers
+# The limits the connection guard's tests run under, on both servers (the Ray proxy's are set once, when Serve
+# starts): short deadlines, two open requests, two requests in flight per websocket, frames up to 40 kB.
+GUARD = {"header_timeout_s": 1.0, "body_timeout_s": 1.0, "max_connections": 2, "max_inflight_per_connection": 2,
+         "max_request_bytes": 10_000}
+FRAME_LIMIT = 4 * GUARD["max_request_bytes"]  # the largest websocket frame read (the single server's ws_max_size)
+CLOSE_S = GUARD["header_timeout_s"] + 10.0  # a socket the guard closes is closed within this long
+IDLE_SOCKETS = 100
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/v1/stream"
+
+
+@pytest.fixture(scope="module", params=["single", pytest.param("ray", marks=pytest.mark.slow)])
+def guarded(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
+    """The single server, or ``edit-engine serve --ray`` on a one-node Ray cluster, with the limits of ``GUARD``."""
+    if request.param == "single":
+        with serving(request.getfixturevalue("engine"), **GUARD) as srv:
+            yield Endpoint(srv.host, srv.port)
+        return
+    pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install 'edit-engine[ray]')")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in GUARD.items()]
+    with ExitStack() as stack:
+        cluster = LocalCluster()
+        stack.callback(cluster.stop)
+        cluster.start(workers=0)
+        port = free_port()
+        command = Command(cluster, port, "--model", str(request.getfixturevalue("tiny_checkpoint")), *flags)
+        stack.callback(command.stop)
+        yield Endpoint("127.0.0.1", port)
+
+
+def _unclosed(socks: list[socket.socket], within: float) -> list[socket.socket]:
+    """Read each socket to its end; the ones the server has not closed within ``within`` seconds."""
+    left = {s.fileno(): s for s in socks}
+    deadline = time.monotonic() + within
+    with selectors.DefaultSelector() as sel:
+        for s in socks:
+            sel.register(s, selectors.EVENT_READ)
+        while left and (wait := deadline - time.monotonic()) > 0:
+            for key, _ in sel.select(wait):
+                s = left[key.fd]
+                try:
+                    ended = not s.recv(65536)
+                except ConnectionResetError:
+                    ended = True
+                if ended:
+                    sel.unregister(s)
+                    del left[key.fd]
+    return list(left.values())
+
+
+def _answer_until_closed(s: socket.socket, within: float = CLOSE_S) -> bytes:
+    """Everything the server sends before it closes the socket, which must happen within ``within`` seconds."""
+    data = b""
+    deadline = time.monotonic() + within
+    while (wait := deadline - time.monotonic()) > 0:
+        s.settimeout(wait)
+        try:
+            chunk = s.recv(65536)
+        except TimeoutError:
+            break
+        if not chunk:
+            return data
+        data += chunk
+    raise AssertionError(f"the socket is still open after {within:g} s ({data[:80]!r} received)")
+
+
+def _until_free(url: str) -> httpx.Response:
+    """A request answered with something else than 503 (the sockets of earlier tests are released a moment after
+    their clients close them); every try is a request answered."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        r = httpx.post(url + "/v1/completions", json=GOOD, timeout=TIMEOUT)
+        if r.status_code != 503 or time.monotonic() > deadline:
+            return r
 
 
 # ---------------------------------------------------------------------------------------------------- Host, Origin
@@ -104,56 +210,88 @@ def test_with_a_key_the_host_is_not_checked_and_a_browser_sends_the_key_as_a_sub
 
 
 # ---------------------------------------------------------------------------------------------------- slow clients
-def _read_until_closed(s: socket.socket) -> bytes:
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
-
-
-def test_a_client_that_never_finishes_its_head_is_disconnected(engine: Engine) -> None:
+def test_a_client_that_never_finishes_its_head_is_disconnected(guarded: Endpoint) -> None:
     """Slowloris: a request head that never completes holds the socket only until the header deadline."""
-    with serving(engine, header_timeout_s=0.5) as srv:
-        with socket.create_connection((srv.host, srv.port), timeout=TIMEOUT) as s:
-            t0 = time.monotonic()
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-            assert _read_until_closed(s) == b""  # closed by the server (a hang would raise TimeoutError)
-            assert time.monotonic() - t0 < TIMEOUT
-        # a keep-alive connection is held to the same deadline for its next head
-        with socket.create_connection((srv.host, srv.port), timeout=TIMEOUT) as s:
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            assert s.recv(65536).startswith(b"HTTP/1.1 200")
-            s.sendall(b"GET /healthz HTTP/1.1\r\n")
-            assert _read_until_closed(s) == b""
+    with socket.create_connection((guarded.host, guarded.port), timeout=TIMEOUT) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        assert _answer_until_closed(s) == b""
+    # a keep-alive connection is held to the same deadline for its next head
+    with socket.create_connection((guarded.host, guarded.port), timeout=TIMEOUT) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        s.sendall(b"GET /healthz HTTP/1.1\r\n")
+        _answer_until_closed(s)
 
 
-def test_a_body_that_trickles_is_answered_408(engine: Engine) -> None:
-    with serving(engine, body_timeout_s=0.5) as srv:
-        with socket.create_connection((srv.host, srv.port), timeout=TIMEOUT) as s:
-            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 100\r\n\r\n{\"prompt\": ")
-            answer = _read_until_closed(s)
+def test_idle_sockets_are_closed(guarded: Endpoint) -> None:
+    """Sockets that never send a byte, and a keep-alive socket idle after its answer, are closed by the header
+    deadline (an idle socket holds a slot of the server for that long at most)."""
+    with ExitStack() as stack:
+        socks = [stack.enter_context(socket.create_connection((guarded.host, guarded.port), timeout=TIMEOUT))
+                 for _ in range(IDLE_SOCKETS)]
+        answered = socks[0]
+        answered.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert answered.recv(65536).startswith(b"HTTP/1.1 200")
+        still_open = _unclosed(socks, CLOSE_S)
+        assert not still_open, f"{len(still_open)} of {len(socks)} idle sockets still open after {CLOSE_S:g} s"
+
+
+def test_a_body_that_trickles_is_answered_408(guarded: Endpoint) -> None:
+    with socket.create_connection((guarded.host, guarded.port), timeout=TIMEOUT) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100\r\n\r\n{\"prompt\": ")
+        answer = _answer_until_closed(s, GUARD["body_timeout_s"] + CLOSE_S)
     assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "body_timeout_s"
 
 
-def test_connections_beyond_the_limit_get_503_and_the_limit_frees_up(engine: Engine) -> None:
-    with serving(engine, max_connections=2) as srv:
-        with connect(srv.ws_url, open_timeout=TIMEOUT), connect(srv.ws_url, open_timeout=TIMEOUT):
-            full = httpx.post(srv.url + "/v1/completions", json=GOOD, timeout=TIMEOUT)
-            assert full.status_code == 503 and full.headers["Retry-After"] == "1"
-            assert full.json()["error"]["code"] == "max_connections"
-            with pytest.raises(InvalidStatus):
-                connect(srv.ws_url, open_timeout=TIMEOUT)
-        r = None
-        for _ in range(200):  # the server notices the closed sockets a moment after the client does
-            r = httpx.post(srv.url + "/v1/completions", json=GOOD, timeout=TIMEOUT)
-            if r.status_code != 503:
-                break
-            threading.Event().wait(0.02)
-        assert r is not None and r.status_code == 200
+def test_connections_beyond_the_limit_get_503_and_the_limit_frees_up(guarded: Endpoint) -> None:
+    assert _until_free(guarded.url).status_code == 200
+    with connect(guarded.ws_url, open_timeout=TIMEOUT), connect(guarded.ws_url, open_timeout=TIMEOUT):
+        full = httpx.post(guarded.url + "/v1/completions", json=GOOD, timeout=TIMEOUT)
+        assert full.status_code == 503 and full.headers["Retry-After"] == "1"
+        assert full.json()["error"]["code"] == "max_connections"
+        with pytest.raises(InvalidStatus):
+            connect(guarded.ws_url, open_timeout=TIMEOUT)
+    assert _until_free(guarded.url).status_code == 200
+
+
+def _next_edit(rid: int, **params: Any) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": rpc.NEXT_EDIT, "params": params})
+
+
+def test_a_websocket_runs_at_most_max_inflight_requests(guarded: Endpoint) -> None:
+    """Infill, apply and next-edit requests count against ``--max-inflight-per-connection``: with two infills
+    running (256 tokens each), next-edit requests are answered -32001 at once; once the infills are answered,
+    the socket takes requests again."""
+    limit = GUARD["max_inflight_per_connection"]
+    with connect(guarded.ws_url, open_timeout=TIMEOUT) as ws:
+        for i in range(limit):
+            ws.send(_infill(i, prefix=GOOD["prompt"], suffix="\n", maxTokens=256, stream=False))
+        edits = list(range(100, 104))
+        for rid in edits:
+            ws.send(_next_edit(rid, text="x = 1\n", offset=0, uri=f"file:///n{rid}.py"))
+        answers = _answers(ws, [*edits, *range(limit)])
+        for rid in edits:
+            err = answers[rid].get("error")
+            assert err and err["code"] == rpc.SERVER_OVERLOADED, answers[rid]
+            assert err["data"]["limit"] == "max_inflight_per_connection", err
+        assert all("result" in answers[i] for i in range(limit)), answers
+        ws.send(_next_edit(200, text="x = 1\n", offset=0, uri="file:///n200.py"))
+        assert "result" in _answer(ws, 200)
+
+
+def test_a_frame_over_the_limit_closes_the_websocket_1009(guarded: Endpoint) -> None:
+    """A frame over ``--max-request-bytes`` gets a JSON-RPC error and the socket stays open; one over four times
+    that closes the socket with 1009 (message too big) before it is read whole."""
+    with connect(guarded.ws_url, max_size=None, open_timeout=TIMEOUT) as ws:
+        ws.send(_infill(1, prefix="x" * (2 * GUARD["max_request_bytes"]), suffix="\n", maxTokens=2))
+        err = json.loads(ws.recv(timeout=TIMEOUT))["error"]
+        assert err["code"] == rpc.SERVER_OVERLOADED and err["data"]["limit"] == "max_request_bytes", err
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.send("x" * (FRAME_LIMIT + 1))
+            ws.recv(timeout=TIMEOUT)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009, closed.value
 
 
 # ---------------------------------------------------------------------------------------------------- contract

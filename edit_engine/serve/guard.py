@@ -16,9 +16,9 @@ protocol with a deadline for the request head).
    counted too, and the whole body must arrive within ``body_timeout_s`` (a client that trickles it is cut off
    with a 408).
 
-``GuardedH11`` closes a connection whose request head has not fully arrived ``header_timeout_s`` after the
-connection opened (or after its previous response): a client that sends a header a byte at a time
-(slowloris) holds a socket for that long at most.
+``GuardedH11`` (``head_deadline``, shared with Ray Serve's proxy) closes a connection whose request head has not
+fully arrived ``header_timeout_s`` after the connection opened (or after its previous response): a client that
+sends a header a byte at a time (slowloris) holds a socket for that long at most.
 """
 
 from __future__ import annotations
@@ -26,16 +26,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import time
-from typing import Any
 from urllib.parse import urlsplit
 
-import h11
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from edit_engine.serve import playground
 from edit_engine.serve.errors import ServeError
+from edit_engine.serve.head_deadline import GuardedH11
 from edit_engine.serve.ws import authorized
 
 PUBLIC_PATHS = frozenset({"/healthz"}) | playground.PUBLIC_PATHS  # answered without the API key
@@ -179,48 +177,6 @@ class Guard:
     def _too_large(self, size: str) -> ServeError:
         return ServeError("too_large", f"request body of {size} bytes exceeds the limit of {self.limit:,}",
                           limit="max_request_bytes")
-
-
-class GuardedH11(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request head (see the module doc)."""
-
-    header_timeout_s = 10.0
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._head_timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def handle_events(self) -> None:
-        super().handle_events()
-        if self.conn.their_state is not h11.IDLE:  # a whole request head arrived
-            self._disarm()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self._arm()
-
-    def _arm(self) -> None:
-        self._disarm()
-        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timeout)
-
-    def _disarm(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_timeout(self) -> None:
-        self._head_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.transport.close()
 
 
 def guarded_h11(header_timeout_s: float) -> type[GuardedH11]:

@@ -108,3 +108,9 @@ def cluster_cpus(s: Settings, available: int) -> int:
     counts CPUs as slots; it does not pin threads to them)."""
     most = parse_autoscale(s.autoscale)[1] if s.autoscale else s.replicas
     return max(available, math.ceil(most * s.cpus_per_replica))
+
+
+def ws_max_size(s: Settings) -> int:
+    """The largest websocket frame read (as the single server's ``uvicorn_config``): 4x the request limit, so
+    frames up to that get a JSON-RPC error from the app and larger ones close the socket (1009)."""
+    return 4 * s.max_request_bytes

@@ -4,17 +4,20 @@ replicas by document.
 Each request (a frame with a method and an id: ``editEngine/infill``, ``editEngine/apply``, ...) is forwarded on
 its own, to the replica of its document (``params.uri``, else the socket's ``X-Session-Id``), and everything the
 replica's app sends for it (pass notifications, then the answer) is relayed as it comes. What the single server
-does per socket is done here with the same errors: at most ``--max-inflight-per-connection`` infill and apply
-requests in flight (-32001), a repeated id in flight (-32600), ``$/cancelRequest`` and (for infill) a newer
-request for the same ``uri`` cancel a request (-32800 at once, and the cancel reaches its replica), closing the
-socket cancels them all. Other frames (malformed ones, notifications) go to any replica, whose app answers them
-as it would.
+does per socket is done here with the same errors: at most ``--max-inflight-per-connection`` infill, apply and
+next-edit requests in flight (-32001), a repeated id in flight (-32600), ``$/cancelRequest`` and (for infill and
+next edits) a newer request for the same ``uri`` cancel a request (-32800 at once, and the cancel reaches its
+replica), closing the socket cancels them all, and a frame over 4 x ``--max-request-bytes`` closes the socket
+with 1009 (the single server's uvicorn does that before reading it; Ray's proxy reads frames up to its own limit,
+which ``proxy`` lowers to the same size where it runs). Other frames (malformed ones, notifications) go to any
+replica, whose app answers them as it would.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 
 from edit_engine import protocol as rpc
 from edit_engine.serve.errors import ServeError, rpc_error_message
+from edit_engine.serve.ray_app import options
 from edit_engine.serve.ray_app.forward import Forwarder, forwarded_scope
 from edit_engine.serve.ray_app.replica import is_answer
 from edit_engine.serve.settings import Settings
@@ -43,12 +47,13 @@ class _Forward:
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
-LIMITED = frozenset({rpc.INFILL, rpc.APPLY})  # requests the per-connection in-flight limit counts
+LIMITED = frozenset({rpc.INFILL, rpc.APPLY, rpc.NEXT_EDIT})  # requests the per-connection in-flight limit counts
+SUPERSEDING = {rpc.INFILL: "infill", rpc.NEXT_EDIT: "next_edit"}  # limited; a newer one for their uri cancels them
 
 
 def classify(frame: str, limit: int) -> tuple[str, Any, str | None]:
-    """``("infill" | "limited" | "request", id, uri)``, ``("cancel", target id, None)`` or ``("frame", None,
-    uri)``. Frames are not validated here: the replica's app answers bad ones."""
+    """``("infill" | "next_edit" | "limited" | "request", id, uri)``, ``("cancel", target id, None)`` or
+    ``("frame", None, uri)``. Frames are not validated here: the replica's app answers bad ones."""
     if len(frame) > limit:
         return "frame", None, None
     try:
@@ -68,7 +73,7 @@ def classify(frame: str, limit: int) -> tuple[str, Any, str | None]:
             else ("frame", None, None)
     if not valid_id or "id" not in msg:
         return "frame", None, uri
-    kind = "infill" if msg["method"] == rpc.INFILL else "limited" if msg["method"] in LIMITED else "request"
+    kind = SUPERSEDING.get(msg["method"]) or ("limited" if msg["method"] in LIMITED else "request")
     return kind, rid, uri
 
 
@@ -77,6 +82,7 @@ class Socket:
 
     def __init__(self, ws: WebSocket, fwd: Forwarder, settings: Settings) -> None:
         self.ws, self.fwd, self.settings = ws, fwd, settings
+        self.max_frame = options.ws_max_size(settings)
         self.scope = forwarded_scope(ws.scope)
         self.session = ws.headers.get("x-session-id")
         self.inflight: dict[int | str, _Forward] = {}
@@ -103,6 +109,11 @@ class Socket:
                     break
                 if msg["type"] == "websocket.disconnect":
                     break
+                size = self.frame_size(msg)
+                if size > self.max_frame:
+                    await self.ws.close(code=1009, reason=f"frame of {size:,} bytes exceeds the limit of "
+                                                          f"{self.max_frame:,}")
+                    break
                 frame = msg.get("text")
                 if frame is None and msg.get("bytes") is not None:
                     frame = msg["bytes"].decode("utf-8", "replace")
@@ -117,6 +128,14 @@ class Socket:
                 t.cancel()
             if self.tasks:
                 await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def frame_size(self, msg: Mapping[str, Any]) -> int:
+        """A received frame's size in bytes (a text frame is encoded only when its characters might exceed the
+        limit)."""
+        if msg.get("bytes") is not None:
+            return len(msg["bytes"])
+        text = msg.get("text") or ""
+        return len(text.encode("utf-8")) if 4 * len(text) > self.max_frame else len(text)
 
     async def send(self, text: str) -> None:
         if not self._open:
@@ -140,8 +159,9 @@ class Socket:
             if f is not None:
                 self.cancel(f, "client")
             return
-        f = _Forward(rid, frame, self.fwd.key(uri or self.session), uri if kind == "infill" else None)
-        if kind in ("infill", "limited"):
+        superseding = kind in SUPERSEDING.values()
+        f = _Forward(rid, frame, self.fwd.key(uri or self.session), uri if superseding else None)
+        if superseding or kind == "limited":
             err = None
             if rid in self.inflight:
                 err = ServeError("invalid_request", f"request id {rid!r} is in flight")
@@ -152,7 +172,7 @@ class Socket:
             if err is not None:
                 await self.answer(f, err)
                 return
-        if f.uri is not None:  # a newer infill for a document supersedes the one in flight
+        if f.uri is not None:  # a newer infill or next edit for a document supersedes the one in flight
             old = self.by_uri.get(f.uri)
             if old is not None:
                 self.cancel(old, "superseded")
