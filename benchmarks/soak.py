@@ -390,6 +390,8 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
             out_code = -9
+    for s in held:
+        s.close()
     out["server_exit"] = out_code
     logged = log.read_text(errors="replace") if a.json else ""
     out["server_tracebacks"] = logged.count("Traceback")
