@@ -14,6 +14,7 @@ token in the environment) is killed by id.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -327,7 +328,11 @@ def test_the_proxy_callback_installs_the_head_deadline(monkeypatch: pytest.Monke
     config.load()
     assert config.http_protocol_class is proxy.ProxyH11
     assert (proxy.ProxyH11.header_timeout_s, config.ws_max_size) == (2.5, 16 * 1024 * 1024)
-    proxy.ProxyH11(config, ServerState(), {})
+    loop = asyncio.new_event_loop()  # the protocol's loop (the proxy's server passes its own)
+    try:
+        proxy.ProxyH11(config, ServerState(), {}, _loop=loop)
+    finally:
+        loop.close()
     assert config.ws_max_size == 4000
 
 
