@@ -177,9 +177,7 @@ def edit_work(seed: int) -> list[tuple[str, dict[str, Any]]]:
     rng = random.Random(seed)
     out: list[tuple[str, dict[str, Any]]] = []
     for c in apply_set.synthetic_cases(limit=40):
-        out.append(("/v1/apply/completions", {"messages": [{"role": "user", "content": (
-            f"<|original_code|>\n{c.original}\n<|/original_code|>\n\n<|update_snippet|>\n{c.update}\n"
-            "<|/update_snippet|>")}]}))
+        out.append(_apply_request(c.original, c.update))
         rows = c.original.split("\n")
         k = rng.randrange(len(rows))
         words = [w for w in rows[k].replace("(", " ").replace(")", " ").split() if w.isidentifier()]
@@ -192,11 +190,15 @@ def edit_work(seed: int) -> list[tuple[str, dict[str, Any]]]:
             out.append(("/v1/edit/completions", {"messages": [{"role": "user", "content": (
                 f"<|current_file_content|>\n{doc}\n<|/current_file_content|>\n"
                 f"<|edit_diff_history|>\n{diff}\n<|/edit_diff_history|>")}]}))
-    costly = "# ... existing code ...\n" + "x = 1\n" * 300 + "y = 2\n# ... existing code ...\n"
-    out += [("/v1/apply/completions", {"messages": [{"role": "user", "content": (
-        f"<|original_code|>\n{'x = 1' + chr(10) * 1}{'x = 1' + chr(10)}" * 1000 +
-        f"\n<|/original_code|>\n\n<|update_snippet|>\n{costly}\n<|/update_snippet|>")}]})]
+    out.append(_apply_request("x = 1\n" * 2000, "# ... existing code ...\n" + "x = 1\n" * 300 + "y = 2\n"
+                              "# ... existing code ...\n"))
     return out
+
+
+def _apply_request(original: str, update: str) -> tuple[str, dict[str, Any]]:
+    return "/v1/apply/completions", {"messages": [{"role": "user", "content": (
+        f"<|original_code|>\n{original}\n<|/original_code|>\n\n<|update_snippet|>\n{update}\n"
+        "<|/update_snippet|>")}]}
 
 
 async def edit_client(cid: int, base: str, deadline: float, work: list[tuple[str, dict[str, Any]]],

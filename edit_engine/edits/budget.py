@@ -89,11 +89,9 @@ def current() -> Budget | None:
 @contextlib.contextmanager
 def scope(limit: int, what: str, should_stop: Callable[[], bool] | None = None) -> Iterator[Budget]:
     """A budget for the work inside the block. A scope inside another one adds to it: the outer budget is the one
-    that counts (an entry point called by another shares its caller's budget)."""
+    that counts, and its caller's ``should_stop`` (an entry point called by another shares its caller's budget)."""
     outer = _current.get()
     if outer is not None:
-        if should_stop is not None and outer.should_stop is None:
-            outer.should_stop = should_stop
         yield outer
         return
     b = Budget(limit, what, should_stop)
