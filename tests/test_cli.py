@@ -113,3 +113,13 @@ def test_spread_radius_is_accepted() -> None:
     p = run("infill", str(SAMPLE), "--line", "14", "--col", "5", "--spread", "2", "--min-commit", "4", "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["nfe"] >= 1
+
+
+def test_infill_says_when_the_gate_doubts_the_fill(capsys: pytest.CaptureFixture[str]) -> None:
+    from edit_engine.cli.infill import _say_doubt
+
+    _say_doubt("return len(list1)", 0.005, 0.1)
+    assert "0.5% chance" in capsys.readouterr().err
+    for text, estimate in (("return total", 0.4), ("", 0.0), ("x", None)):
+        _say_doubt(text, estimate, 0.1)
+        assert capsys.readouterr().err == ""

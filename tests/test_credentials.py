@@ -49,7 +49,7 @@ def test_the_check_is_linear(piece: str, n: int) -> None:
 @pytest.fixture()
 def memory_engine(tiny_engine: Engine) -> Engine:
     tiny_engine.rt.memory = Memory(models_dir=None)
-    tiny_engine.rt.draft_policy = DraftPolicy(min_prob=0.5)
+    tiny_engine.rt.draft_policy = DraftPolicy.uniform(0.5)
     yield tiny_engine
     tiny_engine.rt.memory = None
     tiny_engine.rt.gate = ShowGate()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edit_engine.memory import Draft, Memory
+from edit_engine.memory import Draft, DraftRule, Memory, Thresholds
 from edit_engine.memory.lexer import LANGUAGES, tokenize
 from edit_engine.memory.ngram import DynamicNgrams, build_static, witten_bell
 from edit_engine.memory.tiers import DocumentCounts
@@ -97,6 +97,42 @@ def test_draft_stops_at_end_of_line_and_at_low_probability() -> None:
     d2 = mem.draft(CORPUS + "\n    def close(self):\n        with self._send_lock", ":\n", "python",
                    min_prob=0.3)
     assert d2 is None or not d2.text.startswith(":")
+
+
+def test_rule_picks_the_first_tokens_thresholds_by_place() -> None:
+    rule = DraftRule(line_start=Thresholds(0.9, 0.95), member=Thresholds(0.1, 0.2), first=Thresholds(0.5, 0.6))
+    at = lambda prefix, lang="python": rule.opening(tokenize(prefix, lang), prefix)  # noqa: E731
+    assert at("x = 1\n    ") is rule.line_start and at("") is rule.line_start
+    assert at("x = self.") is rule.member and at("use std::", "rust") is rule.member and at("a?.", "typescript") is rule.member
+    assert at("x = ") is rule.first and at("f(a, ") is rule.first and at("fn f() -> ", "rust") is rule.first
+
+
+def test_a_draft_grows_only_while_it_keeps_its_probability() -> None:
+    mem = _fresh()
+    prefix = CORPUS + "\n    def close(self):\n        with self."
+    long = mem.draft(prefix, "", "python", rule=DraftRule.uniform(0.3))
+    assert long is not None and len(long.tokens) > 1
+    keep = long.probs[0] * long.probs[1] + 1e-9  # the second token takes the draft below this: it stops there
+    short = mem.draft(prefix, "", "python", rule=DraftRule(member=Thresholds(None, 0.3), then=Thresholds(None, 0.3),
+                                                           keep=keep))
+    assert short is not None and short.tokens == long.tokens[:1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab_.(): \n=")), max_size=40),
+       st.floats(0.05, 0.9), st.floats(0.05, 0.9), st.floats(0.0, 0.9))
+def test_every_drafted_token_clears_its_thresholds(tail: str, first: float, then: float, keep: float) -> None:
+    """Whatever the text: the first token clears the threshold of its place, every later one clears ``then``'s,
+    and a draft of several tokens keeps at least ``keep`` of probability."""
+    mem = _fresh()
+    rule = DraftRule(Thresholds(None, first), Thresholds(None, first), Thresholds(None, first),
+                     Thresholds(None, then), keep)
+    d = mem.draft(CORPUS + tail, "", "python", rule=rule)
+    if d is None:
+        return
+    assert d.probs[0] >= first - 1e-9 and all(p >= then - 1e-9 for p in d.probs[1:])
+    if len(d.tokens) > 1:
+        assert d.score >= keep - 1e-9
 
 
 def test_document_tier_beats_background() -> None:

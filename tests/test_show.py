@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -22,7 +23,7 @@ CURSOR_DOC = DOC + "def handler_x(request):\n    response = "
 @pytest.fixture()
 def memory_engine(tiny_engine: Engine) -> Engine:
     tiny_engine.rt.memory = Memory(models_dir=None)  # the document and related files only: no background
-    tiny_engine.rt.draft_policy = DraftPolicy(min_prob=0.5, min_score=0.3)
+    tiny_engine.rt.draft_policy = DraftPolicy.uniform(0.5, min_score=0.3)
     yield tiny_engine
     tiny_engine.rt.memory = None
     tiny_engine.rt.gate = ShowGate()
@@ -172,3 +173,62 @@ def test_the_model_never_writes_in_a_language_it_was_not_trained_on(tiny_engine:
     monkeypatch.setattr(tiny_engine.rt, "record", {**tiny_engine.rt.record, "languages": ["python"]})
     c = tiny_engine.complete(doc, len(doc), language)
     assert c.source != "model" and c.text == "" and "not trained on" in (c.reason or ""), c
+
+
+VIABLE = [  # (text before the cursor, a draft, whether it can still become code that parses)
+    ("class A:\n    def discard(self, key):\n        if key in ", "self.", True),  # the header's ":" is to come
+    ("class A:\n    def f(self):\n        ", '"""', True),  # a docstring opened
+    ("def f(x):\n    value = evaluate(literal.", "text", True),  # inside a call opened before the cursor
+    ("def f(x):\n    return [\n        field.", "split", True),  # inside a list opened lines before
+    ("def f(x):\n    return (x.next - datetime.datetime.", "now(", True),
+    ('def f(x):\n    """doc\n    """\n    ', "if", True),  # a keyword: a name and the header's end to come
+    ("import csv\n\n\ndef f(path):\n    reader = csv.", "0(", False),
+    ("def f(index):\n    while index", " = 0.0:", False),
+    ("def f(index):\n    if index", " = 1", False),  # an error the line already had is no excuse
+    ("def f(index):\n    x = ", "foo bar", False),
+    ("def f(jobs):\n    for ", "job", True),  # "in" is still to come
+    ("def f(jobs):\n    return [job ", "for", True),
+    ('def f(x):\n    logger.debug("', "Cancelling", True),  # inside a string opened before the cursor
+    ("def f(x):\n    if x:\n        pass\n    ", "else:", True),
+    ("class A:\n    ", "def self(,, is -> None:", False),
+    ("def f(x):\n    for path in ", "range. None:", False),
+]
+
+
+@pytest.mark.parametrize(("before", "draft", "viable"), VIABLE)
+def test_a_draft_may_stop_inside_a_statement_but_never_break_it(tiny_engine: Engine, before: str, draft: str,
+                                                                viable: bool) -> None:
+    from edit_engine.engine import document
+
+    text = before + "\n\n\ndef after(y):\n    return y\n"
+    dp = document.plan_document(tiny_engine.rt, text, len(before), "python")
+    assert document._viable(dp, draft) is viable
+
+
+@pytest.mark.parametrize(("before", "draft", "viable"), [
+    ("function f(a) {\n  return foo(a.", "bar", True),  # the call's ")" and the body's "}" are to come
+    ("function f(a) {\n  const rows = [\n    a.", "name", True),
+    ("function f(a) {\n  const x = a.", "0(", False),
+    ("function f(a) {\n  if (a) ", "= 1", False),
+])
+def test_a_draft_in_another_language_may_stop_inside_a_statement(tiny_engine: Engine, before: str, draft: str,
+                                                                 viable: bool) -> None:
+    from edit_engine.engine import document
+
+    text = before + "\n}\n\nfunction after(y) {\n  return y;\n}\n"
+    dp = document.plan_document(tiny_engine.rt, text, len(before), "javascript")
+    assert document._viable(dp, draft) is viable
+
+
+def test_an_automatic_request_gets_the_sure_start_an_explicit_one_the_line(memory_engine: Engine) -> None:
+    """While the user types, a draft stops where its tokens stop being likely together; asked for a fill, the
+    user gets the whole line the same tokens make."""
+    from edit_engine.memory import DraftRule
+
+    doc = "".join(f"def handler_{i}(request):\n    response = build_response(request, code={1 + (i % 3 == 0)})\n"
+                  for i in range(12)) + "def handler_x(request):\n    response = "
+    memory_engine.rt.draft_policy = DraftPolicy(dataclasses.replace(DraftRule.uniform(0.3), keep=0.9))
+    explicit = memory_engine.complete(doc, len(doc), uri="file:///h.py")  # "code=" is followed by 1 twice in three
+    automatic = memory_engine.complete(doc, len(doc), uri="file:///h.py", show_threshold=None)
+    assert explicit.source == automatic.source == "memory"
+    assert explicit.text.startswith(automatic.text) and len(automatic.text) < len(explicit.text)

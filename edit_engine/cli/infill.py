@@ -81,14 +81,23 @@ def run(a: argparse.Namespace) -> int:
     kw = dict(language=lang, selection=selection, max_tokens=a.max_tokens, seed=a.seed, mode=a.mode,
               repair=not a.no_repair, **overrides)
     if a.stream and not a.json:
-        show_stream(engine.stream_complete(text, offset, **kw), text)  # type: ignore[arg-type]
+        last = show_stream(engine.stream_complete(text, offset, **kw), text)  # type: ignore[arg-type]
+        _say_doubt(last.text if last else "", last.estimate if last else None, engine.rt.gate.threshold)
         return 0
     r = engine.complete(text, offset, **kw)  # type: ignore[arg-type]
     if a.json:
         print(json.dumps(r.to_json(text)))
     else:
         sys.stdout.write(r.text + ("" if r.text.endswith("\n") else "\n"))
+        _say_doubt(r.text, r.estimate, engine.rt.gate.threshold)
     return 0
+
+
+def _say_doubt(text: str, estimate: float | None, threshold: float) -> None:
+    """On stderr: a fill the show gate finds unlikely (an editor would show nothing there) is said to be so."""
+    if text.strip() and estimate is not None and estimate < threshold:
+        print(f"note: the engine gives this fill a {estimate:.1%} chance of being what you would write; an editor "
+              f"would show nothing here (it shows from {threshold:.0%})", file=sys.stderr)
 
 
 def show_stream(passes: Iterable[Pass], document: str, console: Console | None = None) -> Pass | None:

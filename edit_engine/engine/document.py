@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import time
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +26,7 @@ from edit_engine.engine import analysis, drafts, proposals
 from edit_engine.engine.credentials import writes_credential
 from edit_engine.engine.results import TYPED_THROUGH, unheal
 from edit_engine.engine.runtime import Runtime
-from edit_engine.syntax import planner, postprocess, repair
+from edit_engine.syntax import planner, positions, postprocess, repair
 from edit_engine.syntax import trees as syntax
 
 
@@ -148,9 +151,11 @@ def repair_rounds(do_repair: bool | int) -> int:
 def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
                   selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
                   do_repair: bool | int = True, uri: str | None = None, related: list[str] | None = None,
-                  **overrides: Any) -> DocumentPlan:
+                  automatic: bool = False, **overrides: Any) -> DocumentPlan:
     """Plan a document request without running it (``Engine.plan_document`` documents the arguments).
-    ``do_repair``: True, False (no check) or the most repair rounds to run (``repair_rounds``). Raises
+    ``do_repair``: True, False (no check) or the most repair rounds to run (``repair_rounds``). ``automatic``: a
+    request the editor made while the user types, not one the user asked for: a draft stops where its tokens
+    stop being likely together (``DraftPolicy``), where an explicit request gets the whole line. Raises
     ValueError (bad mode, document too large, max_tokens < 1, a negative number of rounds)."""
     if mode not in ("insert", "rewrite"):
         raise ValueError(f"mode={mode!r}; expected 'insert' or 'rewrite'")
@@ -186,10 +191,11 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
         kept = rt.typed_through(uri, text, offset)
         if kept is not None:  # the user typed the start of the last fill: the rest of it still holds
             return dataclasses.replace(dp, answer=Answer(kept[0], kept[1], TYPED_THROUGH))
+    policy = rt.draft_policy if automatic else rt.draft_policy.whole()
     if mode == "insert" and pl.code:
-        dp = settle(rt, dp, language, related or ())
+        dp = settle(rt, dp, language, related or (), policy)
     elif mode == "insert":  # a comment or a string: only a draft from the memory of code, where it is likely
-        drafted = _drafted(rt, dp, language, related or (), dp.timings)
+        drafted = _drafted(rt, dp, language, related or (), dp.timings, policy)
         if drafted is None and not rt.knows(language):  # and never the model's guess in a language it never saw
             drafted = Answer("", "none", f"the model was not trained on {language}, and no draft from the memory "
                              "of code was likely enough")
@@ -197,17 +203,19 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
     return dp
 
 
+STATEMENT_CHARS = 4000  # how far back the brackets a draft may close are looked for
 UNTRAINED_MIN_MATCH = 24  # a language the model does not know: a copy needs this much context match (characters)
 
 
-def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tuple[str, ...]) -> DocumentPlan:
+def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tuple[str, ...],
+           policy: drafts.DraftPolicy | None = None) -> DocumentPlan:
     """Settle an insert request while planning: a draft from the memory of code that passes its policy is the
     answer (``drafts``: on real code it is right far more often than a copy or the model's own text); else a
     copy proposal (``proposals``) the model verifies in one batched pass. In a language the model was not
     trained on (``Runtime.languages``) the model is not asked: the best-matching copy is the answer, or no fill
     with the reason. Otherwise the plan is returned as it was, to be denoised."""
     t0 = time.perf_counter()
-    drafted = _drafted(rt, dp, language, related, dp.timings)
+    drafted = _drafted(rt, dp, language, related, dp.timings, policy or rt.draft_policy)
     if drafted is not None:
         return dataclasses.replace(dp, answer=drafted)
     cands = [c for c in proposals.candidates(dp.text, dp.plan, related, doc=dp.doc)
@@ -254,13 +262,13 @@ def settle(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tu
 
 
 def _drafted(rt: Runtime, dp: DocumentPlan, language: str, related: list[str] | tuple[str, ...],
-             timings: dict[str, float]) -> Answer | None:
+             timings: dict[str, float], policy: drafts.DraftPolicy) -> Answer | None:
     """The memory's draft at the cursor as the answer (``drafts``), when the engine has a memory, the draft
-    passes its policy and the document parses with it; else None."""
+    passes ``policy`` and the document parses with it; else None."""
     if rt.memory is None or dp.plan.start != dp.plan.end:
         return None
     t0 = time.perf_counter()
-    d = drafts.draft_at(rt.memory, dp.text, dp.plan.start, language, dp.uri, related, rt.draft_policy)
+    d = drafts.draft_at(rt.memory, dp.text, dp.plan.start, language, dp.uri, related, policy)
     timings["draft"] = (time.perf_counter() - t0) * 1e3
     if d is None or not _viable(dp, d.text) or writes_credential(_line_before(dp), d.text):
         return None
@@ -272,10 +280,107 @@ def _line_before(dp: DocumentPlan) -> str:
 
 
 def _viable(dp: DocumentPlan, text: str) -> bool:
-    """Whether ``text`` at the cursor can still become code that parses: as it is, or ended by a name and the
-    brackets and quotes it leaves open (a draft may stop after ``code=`` or inside a call)."""
-    close = drafts.closers(text)
-    return any(_parses(dp, text + tail + close) for tail in ("", "_"))
+    """Whether ``text`` at the cursor can still become code that parses: a draft may stop after ``code=``,
+    inside a call opened lines before, or in a block header whose ``:`` and body are still to come. Python asks
+    its own parser about the statement (``_may_continue``); other languages try tree-sitter on likely
+    endings (``_endings``)."""
+    if dp.doc.grammar.compile_check == "python" and dp.plan.code:  # (in a string or comment: the tree's check)
+        start = _statement_start(dp)
+        column = start - (dp.text.rfind("\n", 0, start) + 1)
+        return _may_continue(_dedent(dp.text[start : dp.plan.start], column), text)
+    return any(_parses(dp, text + ending) for ending in _endings(dp, text))
+
+
+_WRAP = "async def _():\n while _:\n  "  # where return, await, yield, break and continue are all allowed
+_LEADS = {"else": "if _:\n   pass\n  ", "elif": "if _:\n   pass\n  ", "except": "try:\n   pass\n  ",
+          "finally": "try:\n   pass\n  ", "case": "match _:\n   "}
+_ONLY_AST = 0x400  # ast.PyCF_ONLY_AST: parse, do not compile
+_DRAFT_FILE = "<draft>"
+# The parser warns of odd literals (``1_``) on stderr; a draft being judged is not the user's code.
+warnings.filterwarnings("ignore", category=SyntaxWarning, module=re.escape(_DRAFT_FILE))
+
+
+def _dedent(statement: str, column: int) -> str:
+    """A statement that starts at ``column`` of its first line, its later lines moved left as far (at most)."""
+    if column <= 0 or "\n" not in statement:
+        return statement
+    first, *rest = statement.split("\n")
+    return "\n".join([first, *(line[min(column, len(line) - len(line.lstrip(" \t"))) :] for line in rest)])
+
+
+def _may_continue(statement: str, draft: str) -> bool:
+    """Whether Python code ``statement + draft`` (a statement so far, then the draft) is valid or could still
+    become so: closed (the strings and brackets it leaves open), it parses, or its first error lies past the
+    draft's end (what is missing is yet to be written: ``for job`` still needs ``in``). An error inside the
+    draft (``while index = 0``, ``csv.0(``) means no continuation can mend it."""
+    body = statement + draft
+    words = body.split(None, 1)
+    lead = _LEADS.get(words[0].rstrip(":"), "") if words else ""
+    head = _WRAP + lead + body.replace("\n", "\n  ")
+    src = head + drafts.closers(body)
+    try:
+        compile(src, _DRAFT_FILE, "exec", flags=_ONLY_AST, dont_inherit=True)
+        return True
+    except SyntaxError as e:
+        if e.lineno is None:
+            return False
+        if "expected 'else'" in str(e.msg):  # a conditional expression so far, reported at its start
+            return True
+        lines = src.split("\n")
+        at = sum(len(line) + 1 for line in lines[: e.lineno - 1]) + max(e.offset or 1, 1) - 1
+        return at >= len(head)
+    except (ValueError, MemoryError, RecursionError):  # a NUL character; nesting too deep for the parser
+        return False
+
+
+def _endings(dp: DocumentPlan, text: str) -> Iterator[str]:
+    """Ways the code could go on after ``text``, likeliest first: as it stands, ended by a name or followed by
+    one; then the
+    string it leaves open closed, and the brackets open before and in it that the suffix does not close; and
+    where its line is a block header (Python's ``if``, ``def``, ...), the header's end and a body."""
+    g = dp.doc.grammar
+    near = dp.text[_statement_start(dp) : dp.plan.start] + text
+    pairs = dict(g.brackets)
+    still = postprocess.open_brackets(near, g)
+    still = still[: max(0, len(still) - len(dp._brackets[1]))]  # the suffix closes the innermost ones
+    close = drafts.open_quote(text) + "".join(pairs.get(o, "") for o in reversed(still))
+    line = dp.text[dp.text.rfind("\n", 0, dp.plan.start) + 1 : dp.plan.start] + text
+    words = line.split(None, 1)
+    header = bool(g.header_end and words and words[0].rstrip(g.header_end) in g.header_keywords)
+    body = "\n" + line[: len(line) - len(line.lstrip())] + g.indent + "pass"
+    end = g.header_end or ""
+    for tail in ("", "_", " _"):  # as it stands, ended by a name, or followed by one (after a keyword)
+        if header:  # a header never parses without its end: as it stands it would pass only by an error already there
+            yield tail + close + ("" if (text + tail + close).rstrip().endswith(end) else end) + body
+        if not header or end in line:  # (a one-line block, or an end inside brackets: a slice, a lambda)
+            yield tail + close
+
+
+_BLOCKS = frozenset({"module", "block", "program", "source_file", "statement_block", "declaration_list",
+                     "class_body", "field_declaration_list"})
+
+
+def _statement_start(dp: DocumentPlan) -> int:
+    """Where the statement the cursor is in starts: at the cursor when it starts a line's code; else the node
+    of the code before it raised to a child of a block (tree-sitter), never more than ``STATEMENT_CHARS`` back
+    (then a line start that near, as for a document without a tree). A node starts between tokens, so a scan
+    from there never begins inside a string."""
+    cursor = dp.plan.start
+    text = dp.text
+    if not text[text.rfind("\n", 0, cursor) + 1 : cursor].strip():
+        return cursor
+    floor = max(0, cursor - STATEMENT_CHARS)
+    near_line = text.rfind("\n", 0, floor) + 1 if floor else 0
+    tree = dp.doc.tree
+    if tree is None:
+        return near_line
+    last = len(text[:cursor].rstrip()) - 1  # the last character of code before the cursor
+    b = positions.byte_offset(text, last)
+    node = tree.root_node.descendant_for_byte_range(b, b)
+    while node is not None and node.parent is not None and node.parent.type not in _BLOCKS:
+        node = node.parent
+    start = positions.char_offset(text, node.start_byte) if node is not None else 0
+    return start if start >= floor else near_line
 
 
 def _analysed_words(rt: Runtime, text: str, offset: int, language: str, uri: str | None,

@@ -10,13 +10,15 @@ the request goes on to the model (or, in a language the model was not trained on
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from edit_engine.memory.draft import DraftRule
 from edit_engine.syntax.lru import BoundedLRU
 
 if TYPE_CHECKING:
@@ -25,17 +27,26 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DraftPolicy:
-    """When a draft is shown. Each next token is the caches' best (document, open documents, workspace:
-    every tier but the background) when they give it at least ``local_prob``, else the best of all tiers
-    mixed when that is at least ``min_prob``; drafting stops at the first token that is neither.
-    ``min_score``: the whole draft's probability needed to show it; ``max_tokens``: the longest draft.
-    Chosen on the typing replay's dev split (docs/results.md)."""
+    """When a draft is shown. ``rule``: when the draft takes its next token (``DraftRule``: thresholds for
+    the first token by the cursor's place, for the later ones, and the probability a draft keeps while it
+    grows); ``min_score``: the whole draft's probability needed to show it; ``min_chars``: its fewest
+    characters that are not blank; ``max_tokens``: the longest draft. Chosen on the typing replay's dev split
+    (docs/results.md)."""
 
-    min_prob: float = 0.7
-    local_prob: float | None = 0.6
+    rule: DraftRule = field(default_factory=DraftRule)
     min_score: float = 0.0
     min_chars: int = 2
     max_tokens: int = 24
+
+    def whole(self) -> DraftPolicy:
+        """The policy for an explicit request: a draft grows while each token clears its thresholds, however
+        unsure the whole becomes (``keep`` 0): asked for a fill, a person wants the line, not its sure start."""
+        return dataclasses.replace(self, rule=dataclasses.replace(self.rule, keep=0.0))
+
+    @classmethod
+    def uniform(cls, min_prob: float, local_prob: float | None = None, min_score: float = 0.0) -> DraftPolicy:
+        """Every token needs ``local_prob`` from the caches or ``min_prob`` from all tiers, wherever it is."""
+        return cls(DraftRule.uniform(min_prob, local_prob), min_score)
 
 
 DEFAULT_POLICY = DraftPolicy()
@@ -45,21 +56,35 @@ _PAIRS = {"(": ")", "[": "]", "{": "}"}
 
 
 def closers(text: str) -> str:
-    """The brackets that close what ``text`` opens and leaves open, innermost first (a quote left open is
-    closed too): what makes a draft that stops inside a call checkable as a prefix of valid code."""
+    """The brackets that close what ``text`` opens and leaves open, innermost first (a string left open is
+    closed first, a triple-quoted one by its three quotes): what makes a draft that stops inside a call
+    checkable as a prefix of valid code."""
     stack: list[str] = []
     quote = ""
-    for i, c in enumerate(text):
+    i = 0
+    while i < len(text):
+        c = text[i]
         if quote:
-            if c == quote and text[i - 1] != "\\":
+            if text.startswith(quote, i) and text[i - 1] != "\\":
+                i += len(quote)
                 quote = ""
+                continue
         elif c in "'\"":
-            quote = c
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            i += len(quote)
+            continue
         elif c in _PAIRS:
             stack.append(_PAIRS[c])
         elif stack and c == stack[-1]:
             stack.pop()
+        i += 1
     return quote + "".join(reversed(stack))
+
+
+def open_quote(text: str) -> str:
+    """The quote that closes a string ``text`` leaves open ("" when none)."""
+    close = closers(text)
+    return close[: len(close) - len(close.lstrip("'\""))]
 
 
 # id(text) -> (text, key): front ends resend the same string objects while a file is unchanged, so a keystroke
@@ -121,8 +146,7 @@ def draft_at(memory: Memory, text: str, offset: int, language: str, uri: str | N
         nl = rest.find("\n")
         key = f"cursor:{uri}"
         memory.observe(key, head[: head.rfind("\n") + 1] + (rest[nl + 1 :] if nl >= 0 else ""), language)
-    d = memory.draft(text[:offset], text[offset:], language, key, max_tokens=policy.max_tokens,
-                     min_prob=policy.min_prob, local_prob=policy.local_prob)
+    d = memory.draft(text[:offset], text[offset:], language, key, max_tokens=policy.max_tokens, rule=policy.rule)
     if d is None or len(d.text.strip()) < policy.min_chars or d.score < policy.min_score:
         return None
     if (_repeats_next_line(text[:offset], d.text, text[offset:]) or _assigns_itself(text[:offset], d.text)

@@ -230,7 +230,7 @@ class Engine:
     def plan_document(self, text: str, offset: int, language: str = "python",
                       selection: tuple[int, int] | None = None, max_tokens: int | None = None, mode: str = "insert",
                       repair: bool | int = True, uri: str | None = None, related: list[str] | None = None,
-                      **overrides: Any) -> DocumentPlan:
+                      automatic: bool = False, **overrides: Any) -> DocumentPlan:
         """Plan a document request without running it: parse, choose the span, set the sampler (the arguments
         of ``stream_complete``). Raises ValueError (bad mode, document too large, max_tokens < 1).
 
@@ -238,9 +238,11 @@ class Engine:
         hole between ``model_prefix`` and ``model_suffix`` under ``cfg``, each pass's text through ``finish``)
         and hand the last canvas to ``finish_document`` (see ``DocumentPlan``). With several candidate
         indentations (``Plan.indents``) planning runs one forward pass: the model chooses (``DocumentPlan.nfe``).
+        ``automatic``: the editor asked while the user types (a draft from the memory stops where it stops being
+        sure); an explicit request gets a draft of the whole line.
         """
         return plan_document(self.rt, text, offset, language, selection, max_tokens, mode, repair, uri, related,
-                             **overrides)
+                             automatic, **overrides)
 
     def finish_document(self, dp: DocumentPlan, tokens: torch.Tensor, index: int, nfe: int, stop_reason: str,
                         seed: int = 0, should_stop: Callable[[], bool] | None = None,

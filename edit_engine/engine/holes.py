@@ -93,7 +93,9 @@ def document_passes(rt: Runtime, plan: Callable[..., DocumentPlan], text: str, o
     looks like a credential (``credentials``: its text is dropped, whatever its source); the final pass goes
     through the show gate (``show_threshold``, as ``Engine.stream_complete``)."""
     t0 = time.perf_counter()
-    dp = plan(text, offset, language, selection, max_tokens, mode, do_repair, uri, related, **overrides)
+    # A request the gate may hide is the editor's own, made while the user types (``plan_document``'s automatic).
+    dp = plan(text, offset, language, selection, max_tokens, mode, do_repair, uri, related,
+              automatic=show_threshold != 0, **overrides)
     timings = {**dp.timings, "repair": 0.0}
     for p in rounds.document_passes(rt, dp, seed, should_stop, timings, stream):
         if p.text and writes_credential(dp.text[dp.text.rfind("\n", 0, p.start) + 1 : p.start], p.text):

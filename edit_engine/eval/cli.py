@@ -108,7 +108,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     typing.add_argument("--no-workspace", action="store_true", help="no workspace (the case's package) for the memory")
     typing.add_argument("--show-threshold", type=float, help="the engine's show threshold (0: show every answer)")
     typing.add_argument("--draft", metavar="MIN_PROB,MIN_SCORE[,LOCAL_PROB]",
-                        help="the memory's draft policy (LOCAL_PROB: a number or none)")
+                        help="the same thresholds for every drafted token instead of the engine's rule (LOCAL_PROB: a "
+                        "number or none, the default; 0.7,0,0.6 is the policy before per-place thresholds)")
     typing.add_argument("--record", metavar="PATH", help="every shown suggestion of the line mode (gate_fit's input)")
     typing.add_argument("--no-cache", action="store_true", help="ask again in each mode")
     p.add_argument("--plot", metavar="DIR",

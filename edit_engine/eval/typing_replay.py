@@ -32,7 +32,8 @@ with the latency it took when it was computed.
 Scores, per language and mode (micro-averaged over cases): ``share``: the region's non-blank characters that
 accepts wrote / all its non-blank characters; ``shown``: distinct shown suggestions; ``accepted``: shown
 suggestions accepted (whole or in part); ``acceptance``: accepted / shown; ``wrong``: shown and never accepted,
-even in part; ``latency_ms`` p50/p95 of the requests; ``sources``: who wrote the accepted suggestions.
+even in part; ``keys_saved``: the share less one key per accept (the key that takes it), what short suggestions
+really save; ``latency_ms`` p50/p95 of the requests; ``sources``: who wrote the accepted suggestions.
 
     python -m edit_engine.eval.typing_replay --data runs/typing --split dev --language python --fill engine \\
         --json runs/typing_dev_engine.json
@@ -313,6 +314,7 @@ def _scores(rs: Sequence[CaseResult]) -> dict[str, Any]:
         "cases": len(rs), "region_chars": region, "accepted_chars": accepted_chars,
         "typed_chars": sum(r.typed_chars for r in rs),
         "share": accepted_chars / region if region else 0.0,
+        "keys_saved": (accepted_chars - accepted) / region if region else 0.0,
         "requests": sum(r.requests for r in rs), "shown": shown, "accepted": accepted,
         "partial": sum(r.partial for r in rs), "acceptance": accepted / shown if shown else 0.0,
         "wrong": sum(r.wrong for r in rs),
@@ -333,13 +335,14 @@ def table(summary: dict[str, dict[str, dict[str, Any]]]) -> Any:
     from rich.table import Table
 
     t = Table(title="typing replay")
-    for col in ("language", "mode", "cases", "share", "shown", "accepted", "acc. rate", "wrong", "requests",
+    for col in ("language", "mode", "cases", "share", "keys saved", "shown", "accepted", "acc. rate", "wrong", "requests",
                 "p50 ms", "p95 ms", "sources"):
         t.add_column(col, justify="left" if col in ("language", "mode", "sources") else "right")
     for language, modes in summary.items():
         for mode, s in modes.items():
             lat = s["latency_ms"]
-            t.add_row(language, mode, str(s["cases"]), f"{s['share']:.1%}", str(s["shown"]), str(s["accepted"]),
+            t.add_row(language, mode, str(s["cases"]), f"{s['share']:.1%}", f"{s['keys_saved']:.1%}", str(s["shown"]),
+                      str(s["accepted"]),
                       f"{s['acceptance']:.1%}", str(s["wrong"]), str(s["requests"]), _ms(lat["p50"]),
                       _ms(lat["p95"]), ", ".join(f"{k} {v}" for k, v in s["sources"].items()))
     return t
@@ -603,7 +606,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--show-threshold", type=float, default=None,
                         help="the engine's show threshold (default: the fitted one; 0 shows every answer)")
     parser.add_argument("--draft", default=None, metavar="MIN_PROB,MIN_SCORE[,LOCAL_PROB]",
-                        help="the draft policy's thresholds, LOCAL_PROB a number or none (default: the engine's)")
+                        help="the same thresholds for every drafted token instead of the engine's rule, LOCAL_PROB a "
+                        "number or none (the default)")
     parser.add_argument("--record", default=None, metavar="PATH",
                         help="write every shown suggestion of the line mode as JSON lines (what the gate is fitted on)")
     parser.add_argument("--model", default=None, help="checkpoint directory (default: the packaged model)")
@@ -623,8 +627,8 @@ def make_suggester(fill: str, model: str | None = None, threads: int | None = No
         from edit_engine.engine.drafts import DraftPolicy
 
         parts = draft.split(",")
-        local = DraftPolicy().local_prob if len(parts) < 3 else None if parts[2] == "none" else float(parts[2])
-        policy = DraftPolicy(min_prob=float(parts[0]), min_score=float(parts[1]), local_prob=local)
+        local = None if len(parts) < 3 or parts[2] == "none" else float(parts[2])
+        policy = DraftPolicy.uniform(float(parts[0]), local, float(parts[1]))
     if fill == "none":
         return none_suggester(), lambda: None
     if fill == "memory":

@@ -5,7 +5,7 @@ per language) and drafts the rest of the line left to right while the next token
 The package is self-contained: it needs only numpy.
 """
 
-from .draft import Draft
+from .draft import Draft, DraftRule, Thresholds
 from .memory import Memory
 
-__all__ = ["Memory", "Draft"]
+__all__ = ["Memory", "Draft", "DraftRule", "Thresholds"]

@@ -7,7 +7,10 @@ A tier's weight ``l`` is its Witten-Bell confidence in the longest context it ma
 that context is, so a document that has seen the last three tokens before outvotes a background that
 has seen them a million times only when its own evidence is consistent, and a cache that matched only
 the last token barely speaks.  Drafting stops at the end of the line, at the text that already follows
-the cursor, or where the best token's probability falls below the threshold.
+the cursor, or where the best token falls below the thresholds of a :class:`DraftRule`: the first token's depend
+on where the cursor is (a line's start, after a member access, elsewhere), and a draft grows past its first
+token only while the product of its tokens' probabilities stays above ``keep``: short drafts that are right
+beat long ones whose tail is a guess, since a person takes a suggestion only when all of it is right.
 """
 
 from __future__ import annotations
@@ -20,11 +23,47 @@ from dataclasses import dataclass, field
 from .lexer import tokenize
 from .ngram import NgramCounts, witten_bell
 
-__all__ = ["Draft", "draft_tokens", "split_partial", "TOP_K"]
+__all__ = ["Draft", "DraftRule", "Thresholds", "draft_tokens", "split_partial", "TOP_K"]
 
 TOP_K = 6
 GLOBAL_TIERS = ("packages", "background")  # what the code at hand did not write: never "local"
 _WORDISH = re.compile(r" ?\w+\Z|[ \t]+\Z")
+MEMBER_ACCESS = frozenset({".", "?.", "::"})  # a token after which a member's name comes
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """A token is taken when the caches alone (every tier but the background) give it at least ``local``
+    (None: they are not asked apart), else when all tiers mixed give it at least ``full``."""
+
+    local: float | None
+    full: float
+
+
+@dataclass(frozen=True)
+class DraftRule:
+    """When a draft takes its next token. The first token's thresholds depend on the cursor's place:
+    ``line_start`` (nothing but blanks before it on its line: a new statement, the least predictable place),
+    ``member`` (right after a member access such as ``.`` or ``::``: the names that follow an object recur) and
+    ``first`` (anywhere else); every later token needs ``then`` and keeps the draft's probability (the product
+    of its tokens') at least ``keep``. ``uniform`` gives every token the same thresholds."""
+
+    line_start: Thresholds = Thresholds(0.6, 0.7)
+    member: Thresholds = Thresholds(0.3, 0.4)
+    first: Thresholds = Thresholds(0.35, 0.4)
+    then: Thresholds = Thresholds(0.6, 0.7)
+    keep: float = 0.6
+
+    @classmethod
+    def uniform(cls, full: float, local: float | None = None) -> DraftRule:
+        t = Thresholds(local, full)
+        return cls(t, t, t, t, 0.0)
+
+    def opening(self, context: Sequence[str], prefix: str) -> Thresholds:
+        """The first token's thresholds at a cursor after ``prefix`` (lexed: ``context``)."""
+        if not prefix[prefix.rfind("\n") + 1 :].strip():
+            return self.line_start
+        return self.member if context and context[-1] in MEMBER_ACCESS else self.first
 
 
 @dataclass
@@ -111,49 +150,47 @@ def draft_tokens(
     suffix: str,
     language: str,
     max_tokens: int = 24,
-    min_prob: float = 0.5,
+    rule: DraftRule = DraftRule(),
     order_weight: float = 1.0,
-    local_prob: float | None = None,
 ) -> Draft | None:
-    """Draft the rest of the line after ``prefix``; ``None`` when not even one token is confident.
+    """Draft the rest of the line after ``prefix`` under ``rule``; ``None`` when not even one token is taken.
 
-    ``local_prob``: a token may also come from the caches alone (every tier but the background) when their
-    mix gives it at least this probability; it is tried first. The background is the best guess where the
-    text at hand says nothing, but mixed in everywhere it dilutes what the file itself repeats."""
+    A token may come from the caches alone (every tier but the background), tried first: the background is
+    the best guess where the text at hand says nothing, but mixed in everywhere it dilutes what the file
+    itself repeats."""
     if not tiers:
         return None
-    local = [t for t in tiers if t[0] not in GLOBAL_TIERS] if local_prob is not None else []
+    local = [t for t in tiers if t[0] not in GLOBAL_TIERS]
     # Lex only the tail: tokens never cross a line start, so cutting at a newline is exact.
     cut = prefix.rfind("\n", 0, max(len(prefix) - 400, 0))
     tokens = tokenize(prefix[cut if cut > 0 else 0 :], language)
     context, partial = split_partial(tokens, prefix)
     line_rest = suffix.split("\n", 1)[0]
     stop_tok = tokenize(line_rest.lstrip(" \t"), language)[:1] if line_rest.strip() else []
+    limits = rule.opening(context, prefix)
     d = Draft(text="")
     logp = 0.0
-    steps = 0
-    while steps < max_tokens:
-        steps += 1
-        ranked = _mix(local, context, partial, order_weight) if local else []
-        if ranked and local_prob is not None and ranked[0][1] >= local_prob:
-            tok, p, tier = ranked[0]
-        else:
+    while len(d.tokens) < max_tokens:
+        ranked = _mix(local, context, partial, order_weight) if local and limits.local is not None else []
+        if not (ranked and limits.local is not None and ranked[0][1] >= limits.local):
             ranked = _mix(tiers, context, partial, order_weight)
-            if not ranked or ranked[0][1] < min_prob:
+            if not ranked or ranked[0][1] < limits.full:
                 break
-            tok, p, tier = ranked[0]
+        tok, p, tier = ranked[0]
         if "\n" in tok or (stop_tok and tok.strip() == stop_tok[0].strip()):
             break
         if partial and not tok.startswith(partial):
             break
-        piece = tok[len(partial) :]
-        d.text += piece
+        if d.tokens and math.exp(logp) * p < rule.keep:
+            break
+        d.text += tok[len(partial) :]
         d.tokens.append(tok)
         d.probs.append(p)
         d.tiers.append(tier)
         logp += math.log(max(p, 1e-300))
         context = [*context, tok]
         partial = ""
+        limits = rule.then
     if not d.text:
         return None
     d.score = math.exp(logp)

@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from .draft import Draft, draft_tokens
+from .draft import Draft, DraftRule, draft_tokens
 from .lexer import canonical_language
 from .ngram import DynamicNgrams, NgramCounts, StaticNgrams
 from .tiers import DocumentCounts
@@ -226,8 +226,10 @@ class Memory:
         max_tokens: int = 24,
         min_prob: float = 0.5,
         local_prob: float | None = None,
+        rule: DraftRule | None = None,
     ) -> Draft | None:
-        """Draft the rest of the line at the cursor; ``None`` when nothing is confident enough.
+        """Draft the rest of the line at the cursor under ``rule`` (None: every token needs ``local_prob`` from
+        the caches or ``min_prob`` from all tiers, ``DraftRule.uniform``); ``None`` when nothing is confident enough.
 
         Without a ``uri`` (or for a document never observed) the text around the cursor is taken as the
         document, cached incrementally in a scratch slot so repeated calls stay cheap.
@@ -240,4 +242,4 @@ class Memory:
                 nl = suffix.find("\n")
                 self._observe(uri, head + (suffix[nl + 1 :] if nl >= 0 else ""), language)
             return draft_tokens(self.tiers(language, uri), prefix, suffix, language, max_tokens=max_tokens,
-                                min_prob=min_prob, order_weight=self.order_weight, local_prob=local_prob)
+                                rule=rule or DraftRule.uniform(min_prob, local_prob), order_weight=self.order_weight)
