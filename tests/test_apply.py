@@ -647,3 +647,34 @@ def test_a_definition_after_a_comment_keeps_everything_above_it() -> None:
     kept = [x for x in original.splitlines() if x.strip() and x != "    return open(path).read()"]
     assert all(x in out.splitlines() for x in kept), out
     assert "    with open(path) as f:" in out and "return open(path).read()" not in out
+
+
+MODELS = textwrap.dedent("""\
+    class Operation(Base):
+        tags: list[str] | None = None
+        security: list[dict] | None = None
+        servers: list[Server] | None = None
+
+
+    class PathItem(Base):
+        ref: str | None = None
+    """)
+
+
+def test_a_changed_last_line_before_blank_lines_replaces_the_line_it_rewrites() -> None:
+    """A hunk's trailing context is blank lines (weak): beside the strong line matched before them, they still
+    say the new line takes the place of the original line that stands there, when the two are alike."""
+    snippet = ("# ... existing code ...\n        tags: list[str] | None = None\n"
+               "        security: list[dict] | None = None\n"
+               "        servers: list[Server] | None = Field(default=None)\n\n\n# ... existing code ...\n")
+    snippet = snippet.replace("        ", "    ")
+    out = merge(MODELS, snippet, "python").text
+    assert out == MODELS.replace("servers: list[Server] | None = None", "servers: list[Server] | None = Field(default=None)")
+
+
+def test_a_new_line_unlike_the_original_one_before_blank_lines_is_inserted() -> None:
+    snippet = ("# ... existing code ...\n    security: list[dict] | None = None\n"
+               "    callbacks: dict[str, Callback] = {}\n\n\n# ... existing code ...\n")
+    out = merge(MODELS, snippet, "python").text
+    assert "    servers: list[Server] | None = None\n" in out  # kept: the new line is not a rewrite of it
+    assert out.index("security") < out.index("callbacks") < out.index("servers")

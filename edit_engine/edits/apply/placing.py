@@ -140,7 +140,8 @@ def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
     if head.unique is not None and tail.unique is not None:
         i, p = toward(src, ch, head, lo, hi, 1, 0, n)
         j, q = toward(src, ch, tail, lo, hi, -1, 0, n)
-        spot = _edges(src, ch, Spot(p, q + 1, ch.lines, "lines"), i, j, last) if p <= q and i <= j else None
+        spot = _edges(src, ch, _blank_edges(src, ch, Spot(p, q + 1, ch.lines, "lines"), i, j), i, j, last) \
+            if p <= q and i <= j else None
         if spot is not None and guard.ok(ch, spot):
             if src.lines[spot.a : spot.b] != ch.lines or len(head.rows) < 2:
                 loose = src.lines[p] != ch.lines[i] or src.lines[q] != ch.lines[j]
@@ -208,6 +209,42 @@ def _edges(src: Source, ch: Chunk, spot: Spot, i: int, j: int, last: bool) -> Sp
     if lead or trail:
         spot.lines = [""] * lead + spot.lines + [""] * trail
     return spot
+
+
+# New lines at an edge of a chunk, with only blank lines between them and the marker, replace the original lines
+# between the matched line and the original's blank lines when those are this like them (difflib ratio) and about
+# as many: the blank lines are the chunk's context too, weak, so they anchor only beside the strong line matched.
+REPLACE_LIKENESS = 0.6
+
+
+def _blank_edges(src: Source, ch: Chunk, spot: Spot, i: int, j: int) -> Spot:
+    """A chunk whose new lines at an edge (after its last matched line ``j``, before its first ``i``) stand
+    between that line and blank lines: on the original's side of the matched line, the lines up to its blank
+    lines are what the new ones rewrite when they are like them (``REPLACE_LIKENESS``); else they stay and the
+    new lines are inserted (``_edges``)."""
+    n = len(ch.lines)
+    if j < n - 1 and ch.blanks[1] and ch.marker_after:
+        new = ch.lines[j + 1 :]
+        r = spot.b
+        while r < src.n and src.lines[r].strip() and r - spot.b <= len(new):
+            r += 1
+        if r > spot.b and (r == src.n or not src.lines[r].strip()) and _alike(src.lines[spot.b : r], new):
+            spot.b = r
+    if i > 0 and ch.blanks[0] and ch.marker_before:
+        new = ch.lines[:i]
+        r = spot.a
+        while r > 0 and src.lines[r - 1].strip() and spot.a - r <= len(new):
+            r -= 1
+        if r < spot.a and (r == 0 or not src.lines[r - 1].strip()) and _alike(src.lines[r : spot.a], new):
+            spot.a = r
+    return spot
+
+
+def _alike(old: list[str], new: list[str]) -> bool:
+    if abs(len(old) - len(new)) > 1:
+        return False
+    budget.spend(len(old) * len(new) + 1)
+    return difflib.SequenceMatcher(None, "\n".join(old), "\n".join(new), autojunk=False).ratio() >= REPLACE_LIKENESS
 
 
 def _blank_run(src: Source, p: int, step: int) -> int:
