@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edit_engine.engine import Engine
+from edit_engine.engine import Engine, document
 from edit_engine.engine.drafts import DraftPolicy, set_workspace
 from edit_engine.engine.gate import FEATURES, ShowGate, features
 from edit_engine.memory import Memory
@@ -198,8 +198,6 @@ VIABLE = [  # (text before the cursor, a draft, whether it can still become code
 @pytest.mark.parametrize(("before", "draft", "viable"), VIABLE)
 def test_a_draft_may_stop_inside_a_statement_but_never_break_it(tiny_engine: Engine, before: str, draft: str,
                                                                 viable: bool) -> None:
-    from edit_engine.engine import document
-
     text = before + "\n\n\ndef after(y):\n    return y\n"
     dp = document.plan_document(tiny_engine.rt, text, len(before), "python")
     assert document._viable(dp, draft) is viable
@@ -213,8 +211,6 @@ def test_a_draft_may_stop_inside_a_statement_but_never_break_it(tiny_engine: Eng
 ])
 def test_a_draft_in_another_language_may_stop_inside_a_statement(tiny_engine: Engine, before: str, draft: str,
                                                                  viable: bool) -> None:
-    from edit_engine.engine import document
-
     text = before + "\n}\n\nfunction after(y) {\n  return y;\n}\n"
     dp = document.plan_document(tiny_engine.rt, text, len(before), "javascript")
     assert document._viable(dp, draft) is viable

@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import time
-import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from edit_engine.decoding.sampler import SamplerConfig
-from edit_engine.engine import analysis, drafts, proposals
+from edit_engine.engine import analysis, continuation, drafts, proposals
 from edit_engine.engine.credentials import writes_credential
 from edit_engine.engine.results import TYPED_THROUGH, unheal
 from edit_engine.engine.runtime import Runtime
-from edit_engine.syntax import planner, positions, postprocess, repair
+from edit_engine.syntax import planner, postprocess, repair
 from edit_engine.syntax import trees as syntax
 
 
@@ -123,6 +120,11 @@ class DocumentPlan:
     def _brackets(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         return postprocess.bracket_context(self._near, self.suffix, self.doc.grammar)
 
+    @property
+    def suffix_closers(self) -> tuple[str, ...]:
+        """The closers in the suffix of brackets opened before the span, innermost first."""
+        return self._brackets[1]
+
     def finish(self, raw: str) -> str:
         """The text to show for the model's decoded fill ``raw`` (cuts, brackets, indentation: ``postprocess``).
         With token healing the raw fill starts with the partial word the document already holds: that part
@@ -203,7 +205,6 @@ def plan_document(rt: Runtime, text: str, offset: int, language: str = "python",
     return dp
 
 
-STATEMENT_CHARS = 4000  # how far back the brackets a draft may close are looked for
 UNTRAINED_MIN_MATCH = 24  # a language the model does not know: a copy needs this much context match (characters)
 
 
@@ -280,107 +281,8 @@ def _line_before(dp: DocumentPlan) -> str:
 
 
 def _viable(dp: DocumentPlan, text: str) -> bool:
-    """Whether ``text`` at the cursor can still become code that parses: a draft may stop after ``code=``,
-    inside a call opened lines before, or in a block header whose ``:`` and body are still to come. Python asks
-    its own parser about the statement (``_may_continue``); other languages try tree-sitter on likely
-    endings (``_endings``)."""
-    if dp.doc.grammar.compile_check == "python" and dp.plan.code:  # (in a string or comment: the tree's check)
-        start = _statement_start(dp)
-        column = start - (dp.text.rfind("\n", 0, start) + 1)
-        return _may_continue(_dedent(dp.text[start : dp.plan.start], column), text)
-    return any(_parses(dp, text + ending) for ending in _endings(dp, text))
-
-
-_WRAP = "async def _():\n while _:\n  "  # where return, await, yield, break and continue are all allowed
-_LEADS = {"else": "if _:\n   pass\n  ", "elif": "if _:\n   pass\n  ", "except": "try:\n   pass\n  ",
-          "finally": "try:\n   pass\n  ", "case": "match _:\n   "}
-_ONLY_AST = 0x400  # ast.PyCF_ONLY_AST: parse, do not compile
-_DRAFT_FILE = "<draft>"
-# The parser warns of odd literals (``1_``) on stderr; a draft being judged is not the user's code.
-warnings.filterwarnings("ignore", category=SyntaxWarning, module=re.escape(_DRAFT_FILE))
-
-
-def _dedent(statement: str, column: int) -> str:
-    """A statement that starts at ``column`` of its first line, its later lines moved left as far (at most)."""
-    if column <= 0 or "\n" not in statement:
-        return statement
-    first, *rest = statement.split("\n")
-    return "\n".join([first, *(line[min(column, len(line) - len(line.lstrip(" \t"))) :] for line in rest)])
-
-
-def _may_continue(statement: str, draft: str) -> bool:
-    """Whether Python code ``statement + draft`` (a statement so far, then the draft) is valid or could still
-    become so: closed (the strings and brackets it leaves open), it parses, or its first error lies past the
-    draft's end (what is missing is yet to be written: ``for job`` still needs ``in``). An error inside the
-    draft (``while index = 0``, ``csv.0(``) means no continuation can mend it."""
-    body = statement + draft
-    words = body.split(None, 1)
-    lead = _LEADS.get(words[0].rstrip(":"), "") if words else ""
-    head = _WRAP + lead + body.replace("\n", "\n  ")
-    src = head + drafts.closers(body)
-    try:
-        compile(src, _DRAFT_FILE, "exec", flags=_ONLY_AST, dont_inherit=True)
-        return True
-    except SyntaxError as e:
-        if e.lineno is None:
-            return False
-        if "expected 'else'" in str(e.msg):  # a conditional expression so far, reported at its start
-            return True
-        lines = src.split("\n")
-        at = sum(len(line) + 1 for line in lines[: e.lineno - 1]) + max(e.offset or 1, 1) - 1
-        return at >= len(head)
-    except (ValueError, MemoryError, RecursionError):  # a NUL character; nesting too deep for the parser
-        return False
-
-
-def _endings(dp: DocumentPlan, text: str) -> Iterator[str]:
-    """Ways the code could go on after ``text``, likeliest first: as it stands, ended by a name or followed by
-    one; then the
-    string it leaves open closed, and the brackets open before and in it that the suffix does not close; and
-    where its line is a block header (Python's ``if``, ``def``, ...), the header's end and a body."""
-    g = dp.doc.grammar
-    near = dp.text[_statement_start(dp) : dp.plan.start] + text
-    pairs = dict(g.brackets)
-    still = postprocess.open_brackets(near, g)
-    still = still[: max(0, len(still) - len(dp._brackets[1]))]  # the suffix closes the innermost ones
-    close = drafts.open_quote(text) + "".join(pairs.get(o, "") for o in reversed(still))
-    line = dp.text[dp.text.rfind("\n", 0, dp.plan.start) + 1 : dp.plan.start] + text
-    words = line.split(None, 1)
-    header = bool(g.header_end and words and words[0].rstrip(g.header_end) in g.header_keywords)
-    body = "\n" + line[: len(line) - len(line.lstrip())] + g.indent + "pass"
-    end = g.header_end or ""
-    for tail in ("", "_", " _"):  # as it stands, ended by a name, or followed by one (after a keyword)
-        if header:  # a header never parses without its end: as it stands it would pass only by an error already there
-            yield tail + close + ("" if (text + tail + close).rstrip().endswith(end) else end) + body
-        if not header or end in line:  # (a one-line block, or an end inside brackets: a slice, a lambda)
-            yield tail + close
-
-
-_BLOCKS = frozenset({"module", "block", "program", "source_file", "statement_block", "declaration_list",
-                     "class_body", "field_declaration_list"})
-
-
-def _statement_start(dp: DocumentPlan) -> int:
-    """Where the statement the cursor is in starts: at the cursor when it starts a line's code; else the node
-    of the code before it raised to a child of a block (tree-sitter), never more than ``STATEMENT_CHARS`` back
-    (then a line start that near, as for a document without a tree). A node starts between tokens, so a scan
-    from there never begins inside a string."""
-    cursor = dp.plan.start
-    text = dp.text
-    if not text[text.rfind("\n", 0, cursor) + 1 : cursor].strip():
-        return cursor
-    floor = max(0, cursor - STATEMENT_CHARS)
-    near_line = text.rfind("\n", 0, floor) + 1 if floor else 0
-    tree = dp.doc.tree
-    if tree is None:
-        return near_line
-    last = len(text[:cursor].rstrip()) - 1  # the last character of code before the cursor
-    b = positions.byte_offset(text, last)
-    node = tree.root_node.descendant_for_byte_range(b, b)
-    while node is not None and node.parent is not None and node.parent.type not in _BLOCKS:
-        node = node.parent
-    start = positions.char_offset(text, node.start_byte) if node is not None else 0
-    return start if start >= floor else near_line
+    """Whether ``text`` at the cursor can still become code that parses (``continuation``)."""
+    return continuation.can_continue(dp, text, lambda fill: _parses(dp, fill))
 
 
 def _analysed_words(rt: Runtime, text: str, offset: int, language: str, uri: str | None,
