@@ -228,3 +228,11 @@ def test_an_automatic_request_gets_the_sure_start_an_explicit_one_the_line(memor
     automatic = memory_engine.complete(doc, len(doc), uri="file:///h.py", show_threshold=None)
     assert explicit.source == automatic.source == "memory"
     assert explicit.text.startswith(automatic.text) and len(automatic.text) < len(explicit.text)
+
+
+def test_the_gate_hides_what_saves_no_key_unless_asked() -> None:
+    gate = ShowGate(threshold=0.1, min_chars=2)
+    assert not gate.shows(":", "model")[0] and not gate.shows(" )\n", "copy", threshold=0.05)[0]
+    assert gate.shows(":", "model", threshold=0)[0]  # asked for: shown whatever its size
+    assert gate.shows("x)", "model")[0]
+    assert ShowGate.load().min_chars == 2

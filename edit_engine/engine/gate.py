@@ -39,11 +39,14 @@ def features(text: str, score: float, line_before: str = "") -> list[float]:
 @dataclass(frozen=True)
 class ShowGate:
     """Per-source logistic weights over ``FEATURES`` and the threshold on the estimate. A source without
-    weights gets ``default`` (an estimate every threshold above it hides)."""
+    weights gets ``default`` (an estimate every threshold above it hides). ``min_chars``: the fewest characters
+    that are not blank a suggestion the gate may hide must write (the key that takes ``:`` or ``.`` saves
+    nothing, and such a ghost after every word is noise); an explicit request (threshold 0) is not held to it."""
 
     weights: dict[str, tuple[float, ...]] = field(default_factory=dict)
     threshold: float = 0.0
     default: float = 0.5
+    min_chars: int = 0
 
     def estimate(self, text: str, source: str, score: float = 0.0, line_before: str = "") -> float:
         """The chance that a person accepts ``text`` (whole or its first line), as fitted; 0 for no text."""
@@ -59,7 +62,11 @@ class ShowGate:
               threshold: float | None = None) -> tuple[bool, float]:
         """(whether it is shown, the estimate) under ``threshold`` (None: the gate's own)."""
         est = self.estimate(text, source, score, line_before)
-        return est >= (self.threshold if threshold is None else threshold), est
+        bar = self.threshold if threshold is None else threshold
+        if bar > 0 or threshold is None:
+            if sum(not c.isspace() for c in text) < self.min_chars:
+                return False, est
+        return est >= bar, est
 
     @classmethod
     def load(cls, path: Path = GATE_FILE) -> ShowGate:
@@ -69,4 +76,5 @@ class ShowGate:
         raw = json.loads(path.read_text(encoding="utf-8"))
         if list(raw.get("features", [])) != list(FEATURES):
             raise ValueError(f"{path}: features {raw.get('features')} are not {list(FEATURES)}")
-        return cls({k: tuple(v) for k, v in raw["weights"].items()}, float(raw["threshold"]))
+        return cls({k: tuple(v) for k, v in raw["weights"].items()}, float(raw["threshold"]),
+                   min_chars=int(raw.get("min_chars", 0)))

@@ -79,6 +79,8 @@ class Runtime:
             return dataclasses.replace(p, estimate=est)
         self.forget(dp.uri)
         why = f"not shown: {est:.0%} likely to be accepted, below the show threshold"
+        if sum(not c.isspace() for c in p.text) < self.gate.min_chars:
+            why = f"not shown: it writes fewer than {self.gate.min_chars} characters"
         return dataclasses.replace(p, text="", source="none", reason=why, estimate=est)
 
     @property

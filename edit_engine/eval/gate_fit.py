@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("records", nargs="+", help="JSON lines from typing_replay --record")
     p.add_argument("--target", type=float, default=0.4, help="acceptance the threshold must reach on the records")
     p.add_argument("--out", default=None, help="write the gate here (gate.json)")
+    p.add_argument("--min-chars", type=int, default=2,
+                   help="the fewest non-blank characters a suggestion the gate may hide writes (gate.json's min_chars)")
     a = p.parse_args(argv)
     records = [json.loads(line) for f in a.records for line in Path(f).read_text().splitlines() if line.strip()]
     if not records:
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"threshold for acceptance >= {a.target:.0%}: {chosen}")
     if a.out:
         Path(a.out).write_text(json.dumps({"features": list(FEATURES), "weights": weights, "threshold": chosen,
+                                           "min_chars": a.min_chars,
                                            "fitted_on": sorted({str(f) for f in a.records}),
                                            "records": len(records)}, indent=1) + "\n", encoding="utf-8")
     return 0
