@@ -11,13 +11,28 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from edit_engine.engine import drafts
 from edit_engine.syntax import positions, postprocess
+from edit_engine.syntax.plan import Plan
+from edit_engine.syntax.trees import Document
 
-if TYPE_CHECKING:
-    from edit_engine.engine.document import DocumentPlan
+
+class DocumentPlan(Protocol):
+    """What the check reads of a planned document request (``document.DocumentPlan``)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def doc(self) -> Document: ...
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def suffix_closers(self) -> tuple[str, ...]: ...
 
 STATEMENT_CHARS = 4000  # how far back a statement's start is looked for
 # Tree-sitter node types whose children are statements (the languages served).
