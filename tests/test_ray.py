@@ -367,20 +367,32 @@ def cluster() -> Iterator[LocalCluster]:
 
 # A Ray driver that deploys the application with a pass hook (``serve.run``), then deletes it when its stdin
 # closes. Each pass takes at least ``pass_s``: the model made slower, so requests stay in flight (nothing waits
-# on it).
+# on it). While the FIFO ``hold`` exists, one pass goes through and the next blocks reading it until the test
+# releases it (``release``): a job held in flight for as long as a check needs, whatever the machine's speed.
 DEPLOY = """
-import functools, json, logging, sys, time
+import json, logging, os, sys, time
 import ray
 from ray import serve
 from edit_engine.serve.ray_app import APP_NAME
 from edit_engine.serve.ray_app.launch import application, start_serve
 from edit_engine.serve.settings import Settings
-address, port, fields, pass_s = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), float(sys.argv[4])
+address, port, fields, pass_s, hold = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+
+def before_pass(state={"through": False}):
+    time.sleep(pass_s)
+    if not os.path.exists(hold):
+        state["through"] = False
+    elif not state["through"]:
+        state["through"] = True
+    else:
+        with open(hold) as f:
+            f.read()
+
 ray.init(address=address, logging_level=logging.WARNING)
 try:
     settings = Settings(**fields)
     start_serve(settings, port)
-    serve.run(application(settings, functools.partial(time.sleep, pass_s)), name=APP_NAME, route_prefix="/")
+    serve.run(application(settings, before_pass), name=APP_NAME, route_prefix="/")
     print("deployed", flush=True)
     sys.stdin.read()
     serve.delete(APP_NAME)
@@ -389,14 +401,26 @@ finally:
 """
 
 
+def release(hold: Path) -> None:
+    """Let the passes held by ``hold`` go on and stop holding (the FIFO's reader, if any, sees its end)."""
+    try:
+        fd = os.open(hold, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # no pass is waiting on it
+        fd = -1
+    hold.unlink()
+    if fd >= 0:
+        os.close(fd)
+
+
 class Deployer:
     """``DEPLOY`` as a process of its own (this test process never joins the cluster)."""
 
     running: list[Deployer] = []
 
-    def __init__(self, cluster: LocalCluster, port: int, fields: dict[str, Any], pass_s: float) -> None:
+    def __init__(self, cluster: LocalCluster, port: int, fields: dict[str, Any], pass_s: float,
+                 hold: Path) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", DEPLOY, cluster.address, str(port), json.dumps(fields),
-                                      str(pass_s)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      str(pass_s), str(hold)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, env=cluster.env, start_new_session=True)
         self.lines: list[str] = []
         Deployer.running.append(self)
@@ -435,10 +459,16 @@ def proxy_port(cluster: LocalCluster) -> int:
 
 
 @pytest.fixture(scope="module")
-def app(cluster: LocalCluster, proxy_port: int, tiny_checkpoint: Path) -> Iterator[str]:
+def hold(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the application's passes look for a hold (``DEPLOY``); made with ``os.mkfifo`` by a test."""
+    return tmp_path_factory.mktemp("hold") / "hold"
+
+
+@pytest.fixture(scope="module")
+def app(cluster: LocalCluster, proxy_port: int, tiny_checkpoint: Path, hold: Path) -> Iterator[str]:
     """Two Engine replicas (one per node) behind the ingress, passes slowed to ``PASS_S``. Yields the URL."""
     fields = {"model": str(tiny_checkpoint), "threads": 1, "replicas": 2, "log_level": "warning", "max_tokens": 256}
-    deployer = Deployer(cluster, proxy_port, fields, PASS_S)
+    deployer = Deployer(cluster, proxy_port, fields, PASS_S, hold)
     url = f"http://127.0.0.1:{proxy_port}"
     try:
         eventually(lambda: len(replicas(url)) == 2, "two replicas answering")
@@ -589,9 +619,9 @@ def test_each_document_stays_on_one_replica(app: str) -> None:
     assert reused >= 16 and len(used) == 2
 
 @pytest.mark.slow
-def test_cancel_and_disconnect_reach_the_replica(app: str) -> None:
+def test_cancel_and_disconnect_reach_the_replica(app: str, hold: Path) -> None:
     """``$/cancelRequest`` is answered -32800 at once and stops the job on its replica; so does an SSE client
-    that goes away mid-stream."""
+    that goes away mid-stream (its job held after its first pass, so it cannot finish before the news arrives)."""
     def cancelled() -> float:
         return sum(metric(app, "edit_engine_jobs_retired_total", reason="cancelled").values())
 
@@ -607,10 +637,16 @@ def test_cancel_and_disconnect_reach_the_replica(app: str) -> None:
     assert metric(app, "edit_engine_ray_cancellations_total", reason="client")[""] >= 1
     disconnects = sum(metric(app, "edit_engine_cancellations_total", reason="disconnect").values())
     body = {"prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 128, "stream": True, "diffusing": True}
-    with httpx.Client(base_url=app, timeout=TIMEOUT) as c, c.stream("POST", "/v1/completions", json=body) as r:
-        next(line for line in r.iter_lines() if line.startswith("data: "))
-    eventually(lambda: sum(metric(app, "edit_engine_cancellations_total", reason="disconnect").values())
-               >= disconnects + 1, "the disconnect seen by the replica")
+    os.mkfifo(hold)
+    try:
+        with httpx.Client(base_url=app, timeout=TIMEOUT) as c, c.stream("POST", "/v1/completions", json=body) as r:
+            first_chunk = json.loads(next(line for line in r.iter_lines() if line.startswith("data: "))[6:])
+            assert first_chunk["choices"][0]["finish_reason"] is None  # a pass, not the answer
+        eventually(lambda: sum(metric(app, "edit_engine_cancellations_total", reason="disconnect").values())
+                   >= disconnects + 1, "the disconnect seen by the replica")
+        assert cancelled() < before + 2  # held: the job could not have finished first
+    finally:
+        release(hold)
     eventually(lambda: cancelled() >= before + 2, "the abandoned job retired")
 
 
