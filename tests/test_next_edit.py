@@ -238,6 +238,54 @@ def test_proposal_that_breaks_the_parse_is_skipped(tiny_engine: Engine) -> None:
     assert propose(tiny_engine, v1, after(v1, 0), history_of(v0, v1)) is None
 
 
+def test_an_edit_far_below_is_found_without_a_region_and_not_inside_one(tiny_engine: Engine) -> None:
+    filler = "".join(f"step_{i} = {i}\n" for i in range(60))
+    v0 = "def area(r):\n    return 3.14 * r * r\n\n\n" + filler + "a = area(1)\n"
+    v1 = v0.replace("def area", "def circle_area")
+    assert propose(tiny_engine, v1, after(v1, 0), history_of(v0, v1)) == v1.replace("a = area(1)", "a = circle_area(1)")
+    assert propose(tiny_engine, v1, after(v1, 0), history_of(v0, v1), region=(0, 30)) is None
+
+
+def test_a_change_of_indentation_alone_is_not_repeated(tiny_engine: Engine) -> None:
+    """Rows shifted right and back (``>>``, ``<<``) and then a rename: the proposals carry the rename only, and
+    the file still parses after each (the shifts once came back with the rename, at the wrong depth)."""
+    import ast
+
+    from edit_engine.lsp.history import EditHistory
+
+    text = "def load(path):\n    data = read(path)\n    if not data:\n        raise ValueError()\n    return data\n"
+    h = EditHistory("load.py")
+
+    def replace(text: str, start: int, end: int, new: str) -> str:
+        out = text[:start] + new + text[end:]
+        h.record(text, start, end, new, out)
+        return out
+
+    def shift(text: str, row: int, right: bool) -> str:
+        s = sum(len(x) + 1 for x in text.split("\n")[:row])
+        return replace(text, s, s, "    ") if right else replace(text, s, s + 4, "")
+
+    text = shift(shift(shift(text, 2, True), 3, True), 2, False)  # 3>>, 4>>, 3<<
+    s = text.index("data")
+    text = replace(text, s, s + 4, "content")
+    cursor = s + len("content")
+    for _ in range(3):
+        ne = tiny_engine.next_edit(text, cursor, h.diffs(text), use_model=False)
+        if ne is None:
+            break
+        assert ne.patterns == ("rename",), ne
+        text = replace(text, ne.start, ne.end, ne.text)
+        ast.parse(text)
+        cursor = ne.start + len(ne.text)
+    assert "data" not in text and "            raise ValueError()" in text  # the user's own shift stays
+
+
+def test_a_repeated_insertion_is_not_proposed_beside_its_own_copy(tiny_engine: Engine) -> None:
+    v0 = '__all__ = [\n    "Engine",\n    "Pass",\n    "Result",\n]\n'
+    v1 = v0.replace('    "Pass",\n', '    "Pass",\n    "NextEdit",\n')
+    assert propose(tiny_engine, v1, after(v1, 3), history_of(v0, v1)) is None
+
+
 def test_parse_diff_reads_hunks_and_refuses_bad_ones() -> None:
     d = "--- a/x.py\n+++ b/x.py\n@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n"
     (h,) = patterns.parse_diff(d)
@@ -497,6 +545,11 @@ def test_eval_command_on_a_tiny_synthetic_set(tiny_checkpoint: Path, tmp_path: P
     assert abs(s["no_proposal"] - 1 / 3) < 1e-9 and s["p50_ms"] >= 0 and 0 < s["chrf"] <= 1
     written = json.loads(out.read_text())
     assert [r["exact"] for r in written["results"]] == [True, True, False]
+    # As an editor asks (no region given): the engine finds the same places by itself.
+    assert main(["eval", "--benchmark", "next-edit", "--data", str(tmp_path), "--model", str(tiny_checkpoint),
+                 "--fill", "patterns", "--region", "cursor", "--json", "--no-progress"]) == 0
+    s = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (s["region"], s["proposed"], s["exact"]) == ("cursor", 2, 2)
     # The model-free baseline, side by side: it renames every site of the region at once (right here, where all
     # of them follow the cursor) and proposes nothing for the third.
     assert main(["eval", "--benchmark", "next-edit", "--data", str(tmp_path), "--fill", "rename-baseline",

@@ -17,7 +17,7 @@ from test_nvim_client import LINES, Nvim
 
 nvim_session = test_nvim_client.nvim_session  # the fixture: one embedded Neovim per call, closed at the end
 
-NEW, OLD = "EditEngineNextEdit", "EditEngineNextEditOld"
+NEW, OLD, JUMP = "EditEngineNextEdit", "EditEngineNextEditOld", "EditEngineNextEditJump"
 EDIT = "require('edit_engine').edit_state[vim.api.nvim_get_current_buf()]"
 SHOWN = f"(function() local s = {EDIT}; return s ~= nil and s.shown == true end)()"
 DOC = """def total(items):
@@ -154,11 +154,73 @@ def test_moving_or_escape_dismisses_and_tab_keeps_its_meaning_otherwise(nvim_ses
     assert buf[3] == "        count += item.price"
 
 
+FAR = "def total(items):\n    count = 0\n" + "".join(f"    step_{i} = len(items) + {i}\n" for i in range(40)) + \
+    "    return count\n\n\nprint(total([]))\n"
+
+
+@pytest.mark.slow
+def test_an_edit_off_screen_is_a_hint_the_first_tab_goes_there_the_second_applies(nvim_session: Any) -> None:
+    """The only other use of the renamed variable is 40 rows below, off a 20-row screen: nothing is drawn
+    there and nothing is applied until the cursor has been taken to it and it is drawn."""
+    nv: Nvim = nvim_session(width=WIDTH, height=20)
+    nv.lua(COUNT_ANSWERS)
+    nv.open("far.py", FAR)
+    nv.lua("vim.api.nvim_win_set_cursor(0, { 2, 4 })")
+    nv.keys("cwsubtotal")
+    nv.keys("<C-g>n")
+    nv.wait(SHOWN, "the hint")
+    far_row = 42  # 0-based: `    return count`
+    assert nv.lua(f"return {EDIT}.far") is True
+    nv.wait_screen(lambda f: "next edit at line 43: <Tab> goes there" in drawn_with(nv, f[1], JUMP), "the hint")
+    nv.wait_screen(nothing_drawn_with(nv, NEW), "no edit drawn")
+    assert nv.lua("return vim.api.nvim_win_get_cursor(0)") == [2, 12]
+    # The first <Tab> only moves: the buffer is as it was, the edit drawn where the cursor now is.
+    nv.keys("<Tab>")
+    assert nv.lua("return vim.api.nvim_win_get_cursor(0)")[0] == far_row + 1
+    assert nv.lua(f"return {LINES}")[far_row] == "    return count"
+    nv.wait(f"{SHOWN} and not {EDIT}.far", "the edit drawn")
+    nv.wait_screen(lambda f: any(drawn_with(nv, row, NEW).rstrip() == "    return subtotal" for row in f),
+                   "the edit on screen")
+    nv.keys("<Tab>")  # the second applies it
+    assert nv.lua(f"return {LINES}")[far_row] == "    return subtotal"
+    assert "\n".join(nv.lua(f"return {LINES}")) + "\n" == FAR.replace("count", "subtotal")
+
+
+SHIFTED = "def load(path):\n    data = read(path)\n    if not data:\n        raise ValueError()\n    return data\n"
+
+
+@pytest.mark.slow
+def test_rows_shifted_and_back_then_a_rename_tab_carries_the_rename_only(nvim_session: Any) -> None:
+    """``3G>>``, ``4G>>``, ``3G<<``, then a rename: each proposal Tab applies renames, none repeats a shift, and
+    the buffer parses after each (a proposal once re-applied the shifts with the rename and broke the file)."""
+    import ast
+
+    nv: Nvim = nvim_session(width=WIDTH, height=20)
+    nv.lua(COUNT_ANSWERS)
+    nv.open("load.py", SHIFTED)
+    nv.keys("3G>>4G>>3G<lt><lt>2G^cwcontent<Esc>")
+    want = SHIFTED.replace("        raise", "            raise").replace("data", "content")
+    for n in range(1, 4):
+        nv.request("nvim_command", "EditEngineNextEdit")
+        answered(nv, n)
+        if nv.lua(f"return {EDIT}") is None:
+            break
+        nv.wait(SHOWN, "the next edit")
+        nv.keys("<Tab>")
+        answered(nv, n + 1)  # Tab asks for the one after it
+        buf = "\n".join(nv.lua(f"return {LINES}")) + "\n"
+        ast.parse(buf)
+        nv.keys("<Esc>")
+        if buf == want:
+            break
+    assert "\n".join(nv.lua(f"return {LINES}")) + "\n" == want
+
+
 @pytest.mark.slow
 def test_next_edit_highlights_default_to_terminal_colours(nvim_session: Any) -> None:
     nv: Nvim = nvim_session(server=False)
     get = "vim.api.nvim_get_hl(0, { name = ..., link = false })"
-    for name in (NEW, OLD):
+    for name in (NEW, OLD, JUMP):
         hl = nv.lua(f"return {get}", name)
         assert hl.get("ctermfg") is not None or hl.get("ctermbg") is not None, (name, hl)
     # A scheme without terminal colours for the diff groups: the fallbacks.

@@ -197,6 +197,12 @@ class VSCode:
         self.until(f"the ghost text {text!r}", lambda: self.ghost() == text,
                    lambda: self.ghost() or self.keys(Keys.BACKSPACE, last))
 
+    def after_texts(self) -> list[str]:
+        """What decorations draw after text in the editor's visible lines (``::after`` contents)."""
+        return list(self.d.execute_script(
+            "return Array.from(document.querySelectorAll('.monaco-editor .view-lines span'))"
+            ".map(s => getComputedStyle(s, '::after').content).filter(c => c && c !== 'none' && c !== 'normal')"))
+
     def struck_through(self) -> bool:
         return bool(self.d.execute_script(
             "return Array.from(document.querySelectorAll('.monaco-editor .view-lines span'))"
@@ -212,7 +218,13 @@ class VSCode:
         self.wait(f"{name} in the explorer", lambda: self.d.find_elements(
             By.XPATH, f"//div[contains(@class, 'explorer-item')]//span[text()='{name}']"))
         self.d.find_element(By.XPATH, f"//div[contains(@class, 'explorer-item')]//span[text()='{name}']").click()
-        self.wait(f"{name} in an editor", lambda: self.lines()[: len(text.splitlines())] == text.splitlines())
+        want = text.splitlines()
+
+        def shown() -> bool:  # the lines on screen (all of a short file) are the file's first lines
+            got = self.lines()[: len(want)]
+            return bool(got) and got == want[: len(got)]
+
+        self.wait(f"{name} in an editor", shown)
 
     def go_to_end_of(self, line: int) -> None:
         self.chord(Keys.CONTROL, "g")
@@ -297,6 +309,27 @@ def test_next_edit_with_its_key_and_tab_and_as_a_code_action(vscode: Any) -> Non
     v.d.find_element(By.XPATH, "//*[contains(text(), 'Apply next edit (edit-engine)')]").click()
     v.wait("the code action applied", lambda: v.lines()[2] == "        return n * 1")
     v.shot("7-code-action-applied")
+
+
+@pytest.mark.slow
+def test_a_next_edit_off_screen_is_a_hint_tab_goes_there_then_applies(vscode: Any) -> None:
+    far = "".join(f"x_{i} = {i}\n" for i in range(120))
+    edit = {"range": {"start": {"line": 109, "character": 0}, "end": {"line": 110, "character": 0}},
+            "newText": "x_109 = 1090\n"}
+    v = vscode([""], [edit])
+    v.open("far.py", far)
+    v.go_to_end_of(2)
+    v.chord(Keys.CONTROL, Keys.ALT, ".")
+    v.until("the hint to the next edit", lambda: any("next edit at line 110: Tab goes there" in t
+                                                       for t in v.after_texts()),
+            lambda: v.chord(Keys.CONTROL, Keys.ALT, "."))
+    v.shot("8-next-edit-hint")
+    assert not v.struck_through() and "x_109 = 109" not in v.lines()  # off screen, not drawn
+    v.keys(Keys.TAB)  # goes there: on screen, drawn, nothing applied
+    v.wait("the edit drawn where it is", lambda: v.struck_through() and "x_109 = 109" in v.lines())
+    v.shot("9-next-edit-there")
+    v.keys(Keys.TAB)
+    v.wait("the edit applied", lambda: "x_109 = 1090" in v.lines())
 
 
 @pytest.mark.slow

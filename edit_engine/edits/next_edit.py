@@ -1,15 +1,17 @@
-"""Next edit: from what the user just changed, propose the next change near the cursor.
+"""Next edit: from what the user just changed, propose the next change, wherever it is in the document.
 
-``next_edit(rt, document, cursor, history)`` answers with one edit inside an *editable region* (the rows a
-front end lets it touch; by default the benchmark's rule around the cursor's line: ``REGION_ABOVE`` rows above
-to ``REGION_BELOW`` below), or None. Structure first, model second:
+``next_edit(rt, document, cursor, history)`` answers with one edit, or None. A front end may give an *editable
+region* (the rows it lets the engine touch); without one, the patterns are sought in the whole document and the
+model rewrites a row around the cursor (``REGION_ABOVE`` rows above it to ``REGION_BELOW`` below, the
+benchmark's rule around a target). Structure first, model second:
 
 1. **Patterns.** The history's diffs are analysed (``patterns.analyse``: renames, repeated statement edits,
-   changed calls, added parameters, aliases) and every place in the region where one applies again is found
+   changed calls, added parameters, aliases) and every place where one applies again is found
    (``propagate.candidates``, tree-sitter for calls and definitions). The edits group into hunks (edits on
    adjacent rows are one hunk, as a diff tool would show them); the first hunk after the cursor is proposed, else
-   the nearest one before it: one edit at a time, as editors present them. A hunk whose edit would add a syntax
-   error (tree-sitter) is skipped.
+   the nearest one before it: one edit at a time, as editors present them, however far (a front end shows the
+   way to one off screen). A hunk whose edit would add a syntax error (tree-sitter, and Python's own parser for
+   Python) is skipped.
 2. **Model.** Where no pattern applies, the model rewrites the row most likely to change next (the first after
    the cursor sharing the most words with the last change; rewrite mode re-masks its least likely tokens and
    denoises, ``rounds``). The rewrite is proposed only when it changes the row, breaks nothing in the parse,
@@ -84,6 +86,7 @@ class Request:
     related: tuple[str, ...]
     first: int
     last: int
+    anywhere: bool = False  # no region was given: patterns are sought in the whole document
 
 
 def check_request(document: str, cursor: int, history: list[str], language: str = "python",
@@ -116,7 +119,7 @@ def check_request(document: str, cursor: int, history: list[str], language: str 
         raise ValueError(f"region rows [{first}, {last}) outside the document's {rows} rows")
     if last - first > MAX_REGION_ROWS:
         raise ValueError(f"region of {last - first} rows exceeds the limit of {MAX_REGION_ROWS}")
-    return Request(document, cursor, tuple(history), language, tuple(related or ()), first, last)
+    return Request(document, cursor, tuple(history), language, tuple(related or ()), first, last, region is None)
 
 
 def default_region(document: str, cursor: int) -> tuple[int, int]:
@@ -179,13 +182,16 @@ def order_hunks(found: list[Hunk], cursor: int) -> list[Hunk]:
 
 
 def propose_pattern(req: Request, doc: syntax.Document, analysis: patterns.Analysis) -> Hunk | None:
-    """The pattern edit to propose: the first hunk (``order_hunks``) that adds no syntax error."""
-    region = propagate.Region(doc, positions.line_starts(req.document), req.first, req.last)
+    """The pattern edit to propose: the first hunk (``order_hunks``) that adds no syntax error. Sought in the
+    request's region, or in the whole document when the front end gave none (``Request.anywhere``)."""
+    starts = positions.line_starts(req.document)
+    first, last = (0, len(starts)) if req.anywhere else (req.first, req.last)
+    region = propagate.Region(doc, starts, first, last)
     found = hunks(region, propagate.resolve(propagate.candidates(region, analysis)))
     for h in order_hunks(found, req.cursor)[:MAX_HUNKS_TRIED]:
         if h.text == req.document[h.start : h.end]:
             continue
-        if doc.tree is not None and repair.check(doc, h.start, h.end, h.text, compile_check=False).errors:
+        if doc.tree is not None and repair.check(doc, h.start, h.end, h.text).errors:
             continue
         return h
     return None
@@ -224,7 +230,7 @@ def _known_words(req: Request) -> set[str]:
 
 def _breaks(rt: Runtime, req: Request, p: Pass) -> bool:
     doc = rt.document(req.document, req.language, None)
-    return doc.tree is not None and repair.check(doc, p.start, p.end, p.text, compile_check=False).errors > 0
+    return doc.tree is not None and repair.check(doc, p.start, p.end, p.text).errors > 0
 
 
 def mean_logp(rt: Runtime, cache: Any, text: str, capacity: int) -> float:

@@ -60,6 +60,7 @@ from edit_engine.syntax import positions
 REGEX_STEPS = 1_000  # budget steps of compiling a pattern's regular expression (about a third of a millisecond)
 KINDS = ("line", "call", "argument", "alias", "rename")
 MAX_MAPPED = 2  # identifiers a line edit may rename to fit a block (more: a different statement)
+NEAR_ROWS = 3  # an insertion is not proposed where one of its rows already stands this close
 MIN_SAME = 0.5  # share of a block's tokens that must be equal (not renamed) for a line edit to apply
 _STRINGS = frozenset({"string", "string_content", "comment", "line_comment", "block_comment",
                       "interpreted_string_literal", "raw_string_literal", "template_string", "string_fragment"})
@@ -154,7 +155,7 @@ def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str,
 def _line_edits(r: Region, c: Change, order: int, a: Analysis) -> list[Edit]:
     """Where the change's removed block (or, for an insertion, its context lines) recurs in the region; for a
     block of several rows, also each of its rows paired with the row that replaced it (weaker: ``order``)."""
-    if not any(x.strip() for x in c.removed + c.added):
+    if not any(x.strip() for x in c.removed + c.added) or _layout_only(c.removed, c.added):
         return []
     if not c.removed:
         # One inserted row (an argument, an item, a statement) is repeated; an inserted block (a definition,
@@ -164,8 +165,15 @@ def _line_edits(r: Region, c: Change, order: int, a: Analysis) -> list[Edit]:
     out = _block_edits(r, c.removed, c.added, 2 * order, c.before[-1:], c.after[:1])
     if len(c.removed) > 1:
         for o, n in a.pairs_of(c):
-            out += _block_edits(r, (o,), (n,), 2 * order + 1)
+            if not _layout_only((o,), (n,)):
+                out += _block_edits(r, (o,), (n,), 2 * order + 1)
     return out
+
+
+def _layout_only(removed: tuple[str, ...], added: tuple[str, ...]) -> bool:
+    """The rows changed only in blanks (indentation, spacing, line breaks): a layout fix of that place, not a
+    change to make again elsewhere (re-indenting another block by it can break the code)."""
+    return [t for x in removed for *_, t in tokens(x)] == [t for x in added for *_, t in tokens(x)]
 
 
 def _block_edits(r: Region, removed: tuple[str, ...], added: tuple[str, ...], order: int,
@@ -251,8 +259,9 @@ def _insertions(r: Region, c: Change, order: int) -> list[Edit]:
         pat = above if above is not None else below
         assert pat is not None
         new = [rename_words(x, mapping) for x in reindent(c.added, indent_of(pat), indent_of(site))]
-        if row < len(r.starts) and r.line(row) == new[0]:
-            continue  # already there
+        near = {r.line(k).strip() for k in range(max(0, row - NEAR_ROWS), min(len(r.starts), row + NEAR_ROWS))}
+        if any(x.strip() and x.strip() in near for x in new):
+            continue  # already there, or beside its own copy (the row just inserted, an import, a list's item)
         at = r.starts[row] if row < len(r.starts) else len(r.text)
         text = "".join(x + "\n" for x in new)
         if at == len(r.text) and not r.text.endswith("\n"):

@@ -89,6 +89,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--edit-model", metavar="DIR|none",
                    help="next-edit: the checkpoint that writes the model's edits (default: the edit model packaged "
                         "beside the packaged model; none: the fill model rewrites)")
+    p.add_argument("--region", choices=("target", "cursor"), default="target",
+                   help="next-edit: give the engine the case's region around the target (target: the location "
+                        "told, the set's setup) or none (cursor: as an editor asks; the engine finds where)")
     p.add_argument("--repo", help="next-edit-history: the git repository whose history gives the cases "
                                   "(default: the one this package is in)")
     p.add_argument("--timeout", type=float, default=3.0, help="CPU seconds per program (default 3)")
@@ -240,11 +243,11 @@ def _next_edit(a: argparse.Namespace) -> int:
         edit_model = False if a.edit_model == "none" else a.edit_model
         engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype, edit_model=edit_model)
         engine.warm_up()
-        fill, model = engine_filler(engine, use_model=a.fill == "engine"), str(engine.path or "")
+        fill, model = engine_filler(engine, use_model=a.fill == "engine", region=a.region), str(engine.path or "")
         if a.fill == "engine" and engine.edits.path is not None:
             model += f" (edits: {engine.edits.path})"
     outcomes = _run_cases(a, "next-edit", cases, lambda tick: run(cases, fill, on_result=tick))
-    return _write_report(a, {**report(a.benchmark, a.fill, outcomes), "model": model}, table)
+    return _write_report(a, {**report(a.benchmark, a.fill, outcomes), "model": model, "region": a.region}, table)
 
 
 def _real_code(a: argparse.Namespace) -> int:

@@ -67,6 +67,7 @@ class Proposal:
     end: int
     text: str
     patterns: tuple[str, ...] = ()
+    inside: bool = True  # the edit lies in the case's region (``--region cursor`` proposals may lie elsewhere)
 
 
 Filler = Callable[[NextEditCase], Proposal | None]
@@ -150,10 +151,10 @@ def chrf_changed(pred: str, case: NextEditCase) -> float:
 
 
 def breaks_parse(case: NextEditCase, p: Proposal) -> bool:
-    """Whether the proposal's edit adds a syntax error to the document (tree-sitter; errors the document had
-    do not count)."""
+    """Whether the proposal's edit adds a syntax error to the document (tree-sitter, and Python's own parser for
+    Python; errors the document had do not count)."""
     doc = syntax.Document.parse(case.document, case.language)
-    return doc.tree is not None and repair.check(doc, p.start, p.end, p.text, compile_check=False).errors > 0
+    return doc.tree is not None and repair.check(doc, p.start, p.end, p.text).errors > 0
 
 
 # ---------------------------------------------------------------------------------------------------- fillers
@@ -165,19 +166,23 @@ def region_span(case: NextEditCase) -> tuple[int, int]:
     return start, end
 
 
-def engine_filler(engine: Any, use_model: bool = True) -> Filler:
-    """``Engine.next_edit`` with the case's region."""
+def engine_filler(engine: Any, use_model: bool = True, region: str = "target") -> Filler:
+    """``Engine.next_edit`` given the case's region (``region="target"``: the set's setup, the location told),
+    or given none (``"cursor"``: as an editor asks, the engine finds where; an edit outside the case's region
+    is a wrong proposal)."""
     def fill(case: NextEditCase) -> Proposal | None:
+        told = region == "target"
         ne = engine.next_edit(case.document, case.cursor, list(case.history), case.language,
-                              region=(case.first, case.last), use_model=use_model)
+                              region=(case.first, case.last) if told else None, use_model=use_model)
         if ne is None:
             return None
         start, end = region_span(case)
-        if not start <= ne.start <= ne.end <= end:
+        inside = start <= ne.start <= ne.end <= end
+        if told and not inside:
             raise AssertionError(f"{case.case_id}: the edit [{ne.start}, {ne.end}) leaves the region")
         new = ne.apply(case.document)
-        return Proposal(new[start : end + len(new) - len(case.document)], ne.kind, ne.start, ne.end, ne.text,
-                        ne.patterns)
+        text = new[start : end + len(new) - len(case.document)] if inside else case.region_before
+        return Proposal(text, ne.kind, ne.start, ne.end, ne.text, ne.patterns, inside)
 
     return fill
 
@@ -244,8 +249,8 @@ def run(cases: list[NextEditCase], fill: Filler,
         o.elapsed_ms = (time.perf_counter() - t0) * 1e3
         if p is not None:
             o.proposed, o.kind, o.patterns = True, p.kind, list(p.patterns)
-            o.exact, o.chrf, o.breaks = exact_match(p.region, c.region_after), chrf_changed(p.region, c), \
-                breaks_parse(c, p)
+            o.exact, o.chrf, o.breaks = p.inside and exact_match(p.region, c.region_after), \
+                chrf_changed(p.region, c) if p.inside else 0.0, breaks_parse(c, p)
         out.append(o)
         if on_result is not None:
             on_result(o)

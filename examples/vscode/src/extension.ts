@@ -10,7 +10,9 @@
 // (@types/vscode 1.85), so the edit is offered two stable ways:
 //   * the command "edit-engine: Show next edit" (ctrl+alt+.) shows it: the text it replaces struck through and
 //     the new text after it; Tab applies it (one undo step), asks for the next one and moves there; Escape,
-//     moving the cursor or editing dismisses it;
+//     moving the cursor or editing dismisses it. An edit that starts off screen is not drawn there: a hint at
+//     the end of the cursor's line says where it is, the first Tab moves the cursor there and draws it, the
+//     second applies it (nothing is applied that was not on screen);
 //   * a code action, "Apply next edit" (refactor.rewrite), runs the server's command editEngine.applyNextEdit,
 //     which sends the edit back as workspace/applyEdit.
 import * as vscode from "vscode";
@@ -125,9 +127,16 @@ const SHOWN_CONTEXT = "editEngine.nextEditShown";
 
 let oldText: vscode.TextEditorDecorationType | undefined;
 let newText: vscode.TextEditorDecorationType | undefined;
-// The edit shown, with the document version and the cursor it is shown for.
+// The edit shown, with the document version and the cursor it is shown for; `far`: only the hint to it is.
 let shown:
-  | { editor: vscode.TextEditor; version: number; cursor: vscode.Position; range: vscode.Range; text: string }
+  | {
+      editor: vscode.TextEditor;
+      version: number;
+      cursor: vscode.Position;
+      range: vscode.Range;
+      text: string;
+      far: boolean;
+    }
   | undefined;
 let asking: vscode.CancellationTokenSource | undefined;
 
@@ -182,28 +191,63 @@ async function showNextEdit(jump: boolean): Promise<void> {
     return;
   }
   const range = toRange(result.range);
-  if (jump) {
-    editor.selection = new vscode.Selection(range.start, range.start);
+  const onScreen = editor.visibleRanges.some((r) => r.contains(range.start));
+  if (!onScreen) {
+    const cursor = editor.selection.active;
+    const arrow = range.start.line < cursor.line ? "↑" : "↓";
+    const end = editor.document.lineAt(cursor.line).range.end;
+    editor.setDecorations(newText, [
+      {
+        range: new vscode.Range(end, end),
+        renderOptions: { after: { contentText: `  ${arrow} next edit at line ${range.start.line + 1}: Tab goes there` } },
+      },
+    ]);
+    shown = { editor, version, cursor, range, text: result.newText, far: true };
+  } else {
+    if (jump) {
+      editor.selection = new vscode.Selection(range.start, range.start);
+    }
+    shown = { editor, version, cursor: editor.selection.active, range, text: result.newText, far: false };
+    drawNextEdit(editor, range, result.newText);
   }
-  editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
-  const lines = result.newText.replace(/\n$/, "").split("\n"); // a final line break ends the last line
-  const more = lines.length > 1 ? `  … +${lines.length - 1} lines` : "";
-  editor.setDecorations(oldText, [range]);
-  editor.setDecorations(newText, [
-    {
-      range: new vscode.Range(range.end, range.end),
-      renderOptions: { after: { contentText: ` → ${lines[0].trim()}${more}` } },
-    },
-  ]);
-  shown = { editor, version, cursor: editor.selection.active, range, text: result.newText };
   await vscode.commands.executeCommand("setContext", SHOWN_CONTEXT, true);
 }
 
-/** Apply the edit shown (one undo step), then ask for the next one and move there. */
+/** The text the edit replaces struck through, the new text after it. */
+function drawNextEdit(editor: vscode.TextEditor, range: vscode.Range, text: string): void {
+  if (!oldText || !newText) {
+    return;
+  }
+  editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+  const lines = text.replace(/\n$/, "").split("\n"); // a final line break ends the last line
+  const more = lines.length > 1 ? `  … +${lines.length - 1} lines` : "";
+  // After the last replaced character: a range of whole lines ends at the start of the row below it.
+  const end =
+    range.end.character === 0 && range.end.line > range.start.line
+      ? editor.document.lineAt(range.end.line - 1).range.end
+      : range.end;
+  editor.setDecorations(oldText, [range]);
+  editor.setDecorations(newText, [
+    {
+      range: new vscode.Range(end, end),
+      renderOptions: { after: { contentText: ` → ${lines[0].trim()}${more}` } },
+    },
+  ]);
+}
+
+/** Apply the edit shown (one undo step), then ask for the next one and move there; an edit off screen (its
+ * hint shown) is not applied: the cursor moves to it and it is drawn. */
 async function acceptNextEdit(): Promise<void> {
   const edit = shown;
   if (!edit || edit.editor.document.version !== edit.version) {
     dismissNextEdit();
+    return;
+  }
+  if (edit.far) {
+    edit.far = false;
+    edit.cursor = edit.range.start; // before the selection changes, so that the move does not dismiss it
+    edit.editor.selection = new vscode.Selection(edit.range.start, edit.range.start);
+    drawNextEdit(edit.editor, edit.range, edit.text);
     return;
   }
   dismissNextEdit();

@@ -23,7 +23,10 @@
 --     (EditEngineNextEdit);
 --   * <Tab> (insert or normal mode, mapped only while one is shown) accepts it as one undo step, then asks for
 --     the next one and moves the cursor to it; <Esc> in normal mode, leaving insert mode, moving the cursor
---     or editing dismisses it. With `next_edit_auto`, it is asked for after each edit in normal mode and on
+--     or editing dismisses it;
+--   * an edit whose first row is off screen is not drawn there: a hint at the end of the cursor's line says
+--     where it is (EditEngineNextEditJump); the first <Tab> moves the cursor to it and draws it, the second
+--     applies it. Nothing is ever applied that was not drawn on screen. With `next_edit_auto`, it is asked for after each edit in normal mode and on
 --     leaving insert mode.
 
 local M = {}
@@ -52,6 +55,7 @@ M.config = {
   next_edit_debounce_ms = 150,
   next_edit_hl_group = "EditEngineNextEdit", -- the rows as they would read after the edit
   next_edit_old_hl_group = "EditEngineNextEditOld", -- the text the edit replaces
+  next_edit_jump_hl_group = "EditEngineNextEditJump", -- the hint to an edit off screen
 }
 
 M.edit_ns = api.nvim_create_namespace("edit_engine_next_edit")
@@ -92,6 +96,7 @@ local HIGHLIGHTS = {
   EditEngineMask = { base = "NonText", cterm = { ctermfg = 8 } },
   EditEngineNextEdit = { base = "DiffAdd", cterm = { ctermfg = 2 } },
   EditEngineNextEditOld = { base = "DiffDelete", cterm = { ctermfg = 1, cterm = { strikethrough = true } } },
+  EditEngineNextEditJump = { base = "Comment", cterm = { ctermfg = 8, cterm = { italic = true } }, italic = true },
 }
 
 local function define_highlights()
@@ -721,6 +726,47 @@ local function reconcile_edit(bufnr)
   end
 end
 
+local function map_edit_keys(bufnr)
+  map_while_shown(bufnr, edit_keymaps, {
+    { mode = "i", key = M.config.next_edit_accept_key, desc = "edit-engine: apply the next edit",
+      rhs = function()
+        return M._edit_key(bufnr, "accept", M.config.next_edit_accept_key, true)
+      end },
+    { mode = "n", key = M.config.next_edit_accept_key, desc = "edit-engine: apply the next edit",
+      rhs = function()
+        return M._edit_key(bufnr, "accept", M.config.next_edit_accept_key, false)
+      end },
+    { mode = "n", key = M.config.next_edit_dismiss_key, desc = "edit-engine: dismiss the next edit",
+      rhs = function()
+        return M._edit_key(bufnr, "dismiss", M.config.next_edit_dismiss_key, false)
+      end },
+  })
+end
+
+-- Is buffer row `row` (0-based) on the screen of the current window, which shows `bufnr`?
+local function on_screen(bufnr, row)
+  local win = api.nvim_get_current_win()
+  if api.nvim_win_get_buf(win) ~= bufnr then
+    return false
+  end
+  local top, bottom = vim.fn.line("w0", win), vim.fn.line("w$", win)
+  return row + 1 >= top and row + 1 <= bottom
+end
+
+-- The edit's first row is off screen: only a hint at the end of the cursor's line says where it is; <Tab>
+-- moves there (`accept_edit`).
+local function show_jump(bufnr, st, sr)
+  local row = st.cursor and st.cursor[1] or api.nvim_win_get_cursor(0)[1] - 1
+  local arrow = sr < row and "↑" or "↓"
+  local hint = ("  %s next edit at line %d: %s goes there"):format(arrow, sr + 1, M.config.next_edit_accept_key)
+  api.nvim_buf_set_extmark(bufnr, M.edit_ns, row, 0, {
+    virt_text = { { hint, M.config.next_edit_jump_hl_group } },
+    virt_text_pos = "eol",
+  })
+  st.shown, st.far = true, true
+  map_edit_keys(bufnr)
+end
+
 local function show_edit(bufnr, st)
   local client = vim.lsp.get_client_by_id(st.client_id)
   local e = st.edit
@@ -735,6 +781,10 @@ local function show_edit(bufnr, st)
   end
   st.rows = { sr, sc, er, ec, new_text } -- what is drawn is exactly what Tab applies
   M.cancel(bufnr) -- one suggestion on screen at a time: the next edit hides the inline one
+  if st.far == nil and not on_screen(bufnr, sr) then
+    show_jump(bufnr, st, sr)
+    return
+  end
   if st.jump and api.nvim_get_current_buf() == bufnr then
     pcall(api.nvim_win_set_cursor, 0, { sr + 1, sc })
     st.cursor = cursor_of(bufnr)
@@ -757,21 +807,8 @@ local function show_edit(bufnr, st)
     })
   end
   api.nvim_buf_set_extmark(bufnr, M.edit_ns, er, 0, { virt_lines = virt_lines })
-  st.shown = true
-  map_while_shown(bufnr, edit_keymaps, {
-    { mode = "i", key = M.config.next_edit_accept_key, desc = "edit-engine: apply the next edit",
-      rhs = function()
-        return M._edit_key(bufnr, "accept", M.config.next_edit_accept_key, true)
-      end },
-    { mode = "n", key = M.config.next_edit_accept_key, desc = "edit-engine: apply the next edit",
-      rhs = function()
-        return M._edit_key(bufnr, "accept", M.config.next_edit_accept_key, false)
-      end },
-    { mode = "n", key = M.config.next_edit_dismiss_key, desc = "edit-engine: dismiss the next edit",
-      rhs = function()
-        return M._edit_key(bufnr, "dismiss", M.config.next_edit_dismiss_key, false)
-      end },
-  })
+  st.shown, st.far = true, false
+  map_edit_keys(bufnr)
   ensure_visible(bufnr, er, #virt_lines)
 end
 
@@ -824,13 +861,20 @@ function M.next_edit(bufnr, opts)
   end)
 end
 
---- Apply the next edit shown (one undo step), then ask for the one after it and move to it.
---- Returns true if an edit was applied.
+--- Apply the next edit shown (one undo step), then ask for the one after it and move to it; an edit off
+--- screen (only its hint shown) is not applied: the cursor moves to it and it is drawn. Returns true if an
+--- edit was applied.
 function M.accept_edit(bufnr)
   bufnr = resolve(bufnr)
   local st = M.edit_state[bufnr]
   if not st or not st.edit or not st.shown or not st.rows or not edit_current(bufnr, st) then
     M.dismiss_edit(bufnr) -- never apply what was not drawn
+    return false
+  end
+  if st.far then
+    clear_edit(bufnr)
+    st.jump = true
+    show_edit(bufnr, st)
     return false
   end
   local client = vim.lsp.get_client_by_id(st.client_id)
