@@ -485,11 +485,18 @@ def _js_def(name: str, body: list[str]) -> str:
 
 def _as_merged(changed: str, old: str) -> str:
     """The definition ``changed`` (ending at a marker) merged over ``old``, as the contract reads: when its last
-    line is a line of ``old``'s body found once, with more of ``old`` after it, it shows ``old``'s beginning and
+    line is a line of ``old``'s body found at one place (told apart by indentation, then by the lines before it),
+    with more of ``old`` after it, it shows ``old``'s beginning and
     the marker keeps the rest; else it replaces ``old`` whole."""
     new_rows, old_rows = changed.splitlines(True), old.splitlines(True)
     last = new_rows[-1]
     at = [i for i in range(1, len(old_rows)) if old_rows[i].split() == last.split()]
+    if len(at) > 1:  # told apart by indentation, then by the lines before it
+        at = [i for i in at if old_rows[i] == last] or at
+    k = 1
+    while len(at) > 1 and len(new_rows) - 1 - k > 0:
+        at = [i for i in at if i - k > 0 and old_rows[i - k].split() == new_rows[-1 - k].split()]
+        k += 1
     telling = len("".join(last.split())) >= 4 and any(c.isalnum() for c in last)  # a line that tells places apart
     if telling and len(at) == 1 and any(x.strip() for x in old_rows[at[0] + 1 :]):
         return changed + "".join(old_rows[at[0] + 1 :])
@@ -678,3 +685,43 @@ def test_a_new_line_unlike_the_original_one_before_blank_lines_is_inserted() -> 
     out = merge(MODELS, snippet, "python").text
     assert "    servers: list[Server] | None = None\n" in out  # kept: the new line is not a rewrite of it
     assert out.index("security") < out.index("callbacks") < out.index("servers")
+
+
+TWO = "def first(rows):\n    out = [r for r in rows if r]\n    return out\n\n\ndef second(rows):\n" \
+    "    out = [r for r in rows if not r]\n    return out\n"
+
+
+def test_shown_lines_on_either_side_of_a_deleted_block_delete_it() -> None:
+    """The update shows the last line of one function, then the first body line of the next, with no marker
+    between: contiguous, so the rows between them (the second header) go, though the first line (``return
+    out``) stands in both functions and outside the definition the second line is in. It was kept as a new line."""
+    snippet = "# ... existing code ...\n    return out\n    out = [r for r in rows if not r]\n# ... existing code ...\n"
+    out = merge(TWO, snippet, "python").text
+    assert out == TWO.replace("    return out\n\n\ndef second(rows):\n", "    return out\n")
+
+
+def test_a_definition_shown_up_to_a_line_it_holds_twice_keeps_its_rest() -> None:
+    original = textwrap.dedent('''\
+        def timed(fn, reps, sync):
+            for _ in range(3):
+                fn()
+            sync()
+            xs = []
+            for _ in range(reps):
+                fn()
+                sync()
+            return xs
+        ''')
+    snippet = ("# ... existing code ...\ndef timed(fn, reps, sync):\n    for _ in range(3):\n        fn()\n"
+               "    warm = True\n    sync()\n# ... existing code ...\n")
+    out = merge(original, snippet, "python").text
+    assert out == original.replace("        fn()\n    sync()\n    xs", "        fn()\n    warm = True\n    sync()\n    xs")
+
+
+def test_a_rewritten_line_that_gained_a_comment_replaces_the_line_it_rewrites() -> None:
+    original = "import threading\n\n_cache = {}\n_lock = threading.Lock()\n\n\ndef get(key):\n    return _cache[key]\n"
+    snippet = ("# ... existing code ...\n_cache = {}\n_lock = threading.RLock()  # re-entrant: a collection "
+               "inside the locked block may call back\n\n\n# ... existing code ...\n")
+    out = merge(original, snippet, "python").text
+    assert out == original.replace("_lock = threading.Lock()", "_lock = threading.RLock()  # re-entrant: a "
+                                   "collection inside the locked block may call back")

@@ -18,6 +18,11 @@ from edit_engine.edits import budget
 from edit_engine.edits.apply.chunks import Chunk
 from edit_engine.edits.apply.source import Source, indent_width
 
+# A chunk's outer context line outside the definition around its unique anchor (the end of the function before,
+# a line of the next one) still anchors on the row nearest that anchor when at most this many original rows lie
+# between them: rows the update deletes, its two shown lines being contiguous.
+CONTIGUOUS_GAP = 12
+
 
 def _block(src: Source, ch: Chunk, i: int, step: int, lo: int, hi: int, stop: int) -> list[int]:
     """Rows in [lo, hi) where chunk line ``i`` is, narrowed by the chunk's next lines (``step`` +1) or previous
@@ -81,7 +86,8 @@ def scan(src: Source, ch: Chunk, i0: int, i1: int, windows: list[tuple[int, int]
 
 def toward(src: Source, ch: Chunk, ends: Ends, lo: int, hi: int, step: int, i0: int, i1: int) -> tuple[int, int]:
     """The chunk's outermost matching line placed by the nearest of its rows on the near side of the unique
-    anchor, inside the definition around that anchor at the line's level; the anchor itself when there is none."""
+    anchor, inside the definition around that anchor at the line's level, else within ``CONTIGUOUS_GAP`` rows of
+    the anchor beyond the lines between them; the anchor itself when there is none."""
     assert ends.unique is not None
     u, r = ends.unique
     if (u <= ends.edge) if step > 0 else (u >= ends.edge):
@@ -89,9 +95,11 @@ def toward(src: Source, ch: Chunk, ends: Ends, lo: int, hi: int, step: int, i0: 
     i = ends.edge
     a, b = src.region(r, indent_width(ch.lines[i]))
     if step > 0:
-        near = [p for p in _block(src, ch, i, 1, max(lo, a), r, u) if p < r]
+        near = [p for p in _block(src, ch, i, 1, max(lo, a), r, u) if p < r] or \
+            [p for p in _block(src, ch, i, 1, max(lo, r - (u - i) - CONTIGUOUS_GAP), r, u) if p < r]
         return back(src, ch, i, near[-1], i0, lo) if near else (u, r)
-    near = [q for q in _block(src, ch, i, -1, r + 1, min(hi, b), u + 1) if q > r]
+    near = [q for q in _block(src, ch, i, -1, r + 1, min(hi, b), u + 1) if q > r] or \
+        [q for q in _block(src, ch, i, -1, r + 1, min(hi, r + (i - u) + CONTIGUOUS_GAP + 1), u + 1) if q > r]
     return forward(src, ch, i, near[0], i1, hi) if near else (u, r)
 
 

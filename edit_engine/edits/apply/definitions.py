@@ -78,7 +78,8 @@ def def_anchor(src: Source, ch: Chunk, unit: tuple[int, tuple[str, ...]], lo: in
 
 def _shown_end(src: Source, ch: Chunk, d: Definition, o: Definition) -> int:
     """Where a definition that the chunk ends with, a marker after it, stops replacing the original one ``o``:
-    when the chunk's last line is a line of ``o``'s body found at one place, with more of ``o`` after it, the
+    when the chunk's last line is a line of ``o``'s body found at one place (told apart by its indentation
+    and the chunk's lines before it, when it is found at several), with more of ``o`` after it, the
     chunk shows ``o``'s beginning and the marker stands for the rest (the row after that line); else ``o``'s
     end (the chunk shows the whole definition)."""
     last = next((i for i in range(len(ch.lines) - 1, d.inner, -1) if ch.lines[i].strip()), -1)
@@ -87,6 +88,13 @@ def _shown_end(src: Source, ch: Chunk, d: Definition, o: Definition) -> int:
     key = norm(ch.lines[last])
     budget.spend(o.end - o.inner)
     rows = [r for r in range(o.inner + 1, o.end) if src.norm[r] == key]
+    if len(rows) > 1:  # several places: told apart by indentation, then by the chunk's lines before its last one
+        rows = [r for r in rows if src.lines[r] == ch.lines[last]] or rows
+    k = 1
+    while len(rows) > 1 and last - k > d.inner:
+        budget.spend(len(rows))
+        rows = [r for r in rows if r - k > o.inner and src.norm[r - k] == norm(ch.lines[last - k])]
+        k += 1
     if len(rows) == 1 and any(src.norm[r] for r in range(rows[0] + 1, o.end)):
         return rows[0] + 1
     return o.end

@@ -241,10 +241,19 @@ def _blank_edges(src: Source, ch: Chunk, spot: Spot, i: int, j: int) -> Spot:
 
 
 def _alike(old: list[str], new: list[str]) -> bool:
+    """About as many lines, as like each other as ``REPLACE_LIKENESS``, with or without their end-of-line
+    comments (a rewritten line that gained a long comment is still the line it rewrites)."""
     if abs(len(old) - len(new)) > 1:
         return False
-    budget.spend(len(old) * len(new) + 1)
-    return difflib.SequenceMatcher(None, "\n".join(old), "\n".join(new), autojunk=False).ratio() >= REPLACE_LIKENESS
+    budget.spend(2 * len(old) * len(new) + 1)
+    return any(difflib.SequenceMatcher(None, "\n".join(a), "\n".join(b), autojunk=False).ratio() >= REPLACE_LIKENESS
+               for a, b in ((old, new), ([_code(x) for x in old], [_code(x) for x in new])))
+
+
+def _code(line: str) -> str:
+    """A line without its end-of-line comment (``#`` or ``//`` after a blank), the blanks before it dropped."""
+    cut = min((k for k in (line.find(" #"), line.find(" //")) if k >= 0), default=len(line))
+    return line[:cut].rstrip()
 
 
 def _blank_run(src: Source, p: int, step: int) -> int:
