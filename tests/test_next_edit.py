@@ -593,6 +593,15 @@ def test_cases_cut_from_a_repository_history(tmp_path: Path) -> None:
         start, end = next_edit_set.region_span(c)
         assert ne is not None and next_edit_set.exact_match(
             ne.apply(c.document)[start : end + len(ne.text) - (ne.end - ne.start)], c.region_after)
+    # The same cases as apply snippets (benchmarks/apply_hunks.py): each target hunk with its context merges back.
+    import sys
+
+    out = tmp_path / "apply.json"
+    subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "benchmarks" / "apply_hunks.py"),
+                    "--set", "history", "--repo", str(tmp_path), "--context", "1", "2", "--json", str(out)],
+                   check=True, capture_output=True, timeout=TIMEOUT)
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["context"], r["cases"], r["exact"], r["wrong"]) for r in rows] == [(1, 2, 2, 0), (2, 2, 2, 0)]
 
 
 def test_metrics_follow_the_sets_definition() -> None:
