@@ -725,3 +725,18 @@ def test_a_rewritten_line_that_gained_a_comment_replaces_the_line_it_rewrites() 
     out = merge(original, snippet, "python").text
     assert out == original.replace("_lock = threading.Lock()", "_lock = threading.RLock()  # re-entrant: a "
                                    "collection inside the locked block may call back")
+
+
+@pytest.mark.parametrize("lang, original, update", [
+    ("python", "def f(x):\n    y = 1\n    return g(x)\n\n\ndef h():\n    return 2\n",
+     "# ... existing code ...\n    y = 1\n    return g(x\n# ... existing code ...\n"),
+    ("javascript", "function f(x) {\n  const y = 1;\n  return g(x);\n}\n\nfunction h() {\n  return 2;\n}\n",
+     "// ... existing code ...\n  const y = 1;\n  return g(x;\n// ... existing code ...\n"),
+])
+def test_a_merge_that_would_not_parse_is_refused_when_the_original_does(lang: str, original: str,
+                                                                         update: str) -> None:
+    with pytest.raises(ValueError, match=r"would not parse \(line 3\)"):
+        merge(original, update, lang)
+    # An original that does not parse already is merged as asked: the check is of what the merge broke.
+    broken = original.replace("return 2", "return (2")
+    assert "g(x\n" in merge(broken, update, lang).text or "g(x;" in merge(broken, update, lang).text

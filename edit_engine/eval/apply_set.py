@@ -29,6 +29,7 @@ from typing import Any
 
 from edit_engine.edits.apply import ApplyResult, Definition, definitions
 from edit_engine.eval.benchmarks import BenchmarkError, resolve_data_dir
+from edit_engine.syntax import repair
 from edit_engine.syntax import trees as syntax
 
 MARKER = "# ... existing code ..."
@@ -171,7 +172,8 @@ EDITS = ("change-line", "insert-line", "delete-line", "new-function", "rename", 
 
 
 def synthetic_cases(root: str | Path | None = None, limit: int | None = None) -> list[ApplyCase]:
-    """One seeded edit per Python file under ``root`` (default: this package), the edit kinds in turn."""
+    """One seeded edit per Python file under ``root`` (default: this package), the edit kinds in turn; an edit
+    whose file no longer parses is skipped."""
     base = Path(root) if root is not None else Path(__file__).resolve().parent.parent
     out: list[ApplyCase] = []
     for path in sorted(base.rglob("*.py")):
@@ -181,6 +183,8 @@ def synthetic_cases(root: str | Path | None = None, limit: int | None = None) ->
         name = path.relative_to(base.parent).as_posix()
         kind = EDITS[len(out) % len(EDITS)]
         after = _edit(text, kind, random.Random(f"apply:{name}"))
+        if after is not None and repair.python_error(after) is not None and repair.python_error(text) is None:
+            after = None  # an edit that breaks the code (a line of a docstring taken for a statement) is no case
         case = make_case(f"{name}#{kind}", text, after, "python", kind) if after is not None else None
         if case is not None:
             out.append(case)

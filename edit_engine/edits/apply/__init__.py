@@ -41,7 +41,9 @@ A chat model that edits a file writes only what changes, the rest elided by mark
    spanning at most twice its lines, the one clearly most like it (``placing.CLEAR_MARGIN``) wins; where
    several remain alike the update is refused (``ValueError`` naming the chunk and the places): a merge is
    never a guess. A chunk that matches nothing and defines nothing cannot be placed (``ValueError`` naming it);
-   an update without any marker that matches nothing replaces the file.
+   an update without any marker that matches nothing replaces the file. A merge that would leave an original
+   that parses unparsable is refused (``ValueError`` naming the line): a chunk beside the wrong lines cuts code
+   apart or doubles it, and a refusal is seen where a broken file may not be.
 
 Every placement is recorded (``Placement.kind``: definition, lines, inserted, ambiguous, whole).
 

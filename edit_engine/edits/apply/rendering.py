@@ -30,6 +30,7 @@ from edit_engine.edits.apply.placing import (
 )
 from edit_engine.edits.apply.source import Source, norm
 from edit_engine.engine.results import MAX_DOCUMENT_CHARS, Pass
+from edit_engine.syntax import repair
 from edit_engine.syntax import trees as syntax
 
 KINDS = ("definition", "lines", "inserted", "ambiguous", "whole")
@@ -123,6 +124,7 @@ class _Plan:
     spots: list[Spot]
     eol: str
     final: bool
+    language: str
 
 
 def _plan(original: str, update: str, language: str, should_stop: Callable[[], bool] | None = None) -> _Plan:
@@ -132,9 +134,38 @@ def _plan(original: str, update: str, language: str, should_stop: Callable[[], b
     _check("update", update)
     try:
         with budget.scope(budget.limit(original, update), "apply", should_stop):
-            return _place_all(original, update, language)
+            plan = _place_all(original, update, language)
     except RecursionError:
         raise ValueError("the original or the update nests too deeply to analyse") from None
+    _check_parse(original, plan)
+    return plan
+
+
+def _check_parse(original: str, plan: _Plan) -> None:
+    """Raise ValueError when the original parses and the merged file does not (Python's parser for Python,
+    tree-sitter for the others): a chunk placed beside the wrong lines leaves code cut apart or doubled, and a
+    refusal (show more lines around the change) is better than a file broken unseen. An update without markers
+    (taken literally) is not checked."""
+    if all(s.kind == "whole" for s in plan.spots):
+        return
+    language = plan.language
+    merged, _ = _render(plan)
+    if language == "python":
+        if repair.python_error(original) is not None:
+            return
+        err = repair.python_error(merged)
+        where = None if err is None else merged.count("\n", 0, err[0]) + 1
+    else:
+        before = syntax.Document.parse(original, language).tree
+        if before is None or before.root_node.has_error:
+            return
+        after = syntax.Document.parse(merged, language).tree
+        bad = [n.start_point[0] + 1 for n in syntax.broken_nodes(after)] if after is not None else []
+        where = min(bad) if bad else None
+    if where is not None:
+        raise ValueError(f"the merged file would not parse (line {where}) where the original does: a chunk may "
+                         "have gone beside the wrong lines; nothing was changed (show a line or two more around the "
+                         "change)")
 
 
 def _place_all(original: str, update: str, language: str) -> _Plan:
@@ -178,7 +209,7 @@ def _place_all(original: str, update: str, language: str) -> _Plan:
     placed = [s for s in spots if s is not None]
     if placed[-1].b == src.n and not chunks[-1].marker_after:  # the update ends the file: its last newline too
         final = ufinal
-    return _Plan(src, chunks, placed, eol, final)
+    return _Plan(src, chunks, placed, eol, final, language)
 
 
 def _render(plan: _Plan, upto: int | None = None) -> tuple[str, tuple[tuple[int, str], ...]]:
