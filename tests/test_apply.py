@@ -740,3 +740,15 @@ def test_a_merge_that_would_not_parse_is_refused_when_the_original_does(lang: st
     # An original that does not parse already is merged as asked: the check is of what the merge broke.
     broken = original.replace("return 2", "return (2")
     assert "g(x\n" in merge(broken, update, lang).text or "g(x;" in merge(broken, update, lang).text
+
+
+def test_definitions_of_one_chunk_found_far_apart_are_refused() -> None:
+    """A chunk shows two methods without their class; the second exists only in another class 60 lines below.
+    Placing it there would drop every line between; such an update once took away a 355-line class."""
+    between = "".join(f"\n\ndef helper_{i}(x):\n    return x + {i}\n" for i in range(15))
+    original = ("class Sizes:\n    def pop(self, key):\n        return 1\n" + between +
+                "\n\nclass Timed:\n    def clear(self):\n        self.items = []\n")
+    update = ("# ... existing code ...\n    def pop(self, key):\n        return 1\n\n    def clear(self):\n"
+              "        pass\n# ... existing code ...\n")
+    with pytest.raises(ValueError, match="lie apart in the original"):
+        merge(original, update, "python")

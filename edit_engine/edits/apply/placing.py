@@ -104,7 +104,8 @@ def _around_defs(src: Source, ch: Chunk, anchors: list[tuple[int, int, int, int,
                  last: bool, guard: Guard) -> Spot:
     """A chunk with anchored definitions: its lines before the first one and after the last one are matched
     on the original just before and after them (the nearest match). When that match would drop too much
-    (``guard``), those lines are new lines beside the definitions instead (the head's match given up first)."""
+    (``guard``), those lines are new lines beside the definitions instead (the head's match given up first);
+    when even that drops too much (definitions found far apart), ValueError."""
     cs, oa, ce, ob = anchors[0][0], anchors[0][2], anchors[-1][1], anchors[-1][3]
     head = scan(src, ch, 0, cs, [(lo, oa)], 1)
     tail = scan(src, ch, ce, len(ch.lines), [(ob, hi)], -1)
@@ -124,7 +125,10 @@ def _around_defs(src: Source, ch: Chunk, anchors: list[tuple[int, int, int, int,
             spot.note = f"{note}; lines beside them placed as new lines (their match dropped too much)"
         if guard.ok(ch, spot):
             return spot
-    return spot
+    raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, starting "
+                     f"{ch.lines[0].strip()[:60]!r}) is not applied: its definitions ({note}) lie apart in the "
+                     f"original, and replacing lines {spot.a + 1}-{spot.b} would drop {guard.dropped(spot)} lines that "
+                     "appear nowhere in the update; show the definition around them, or a marker between them")
 
 
 def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
