@@ -32,7 +32,7 @@ def test_every_benchmark_is_documented() -> None:
     """Each benchmark's docstring or header names its own command line, and the README lists every one."""
     readme = (BENCHMARKS / "README.md").read_text()
     files = sorted(p for p in BENCHMARKS.iterdir() if p.suffix in (".py", ".sh"))
-    assert [p.name for p in files] == ["algorithm_corpus.sh", "bench_batching.py", "editing_session.py",
+    assert [p.name for p in files] == ["algorithm_corpus.sh", "apply_hunks.py", "bench_batching.py", "editing_session.py",
                                        "gpu_bench.sh", "gpu_pass.py", "gpu_train.sh", "load_ray.py", "load_ws.py", "nvim_session.py",
                                        "pair_runs.py", "real_code_set.py", "release_edits.py", "same_outputs.py", "soak.py",
                                        "sweep_commit.py", "typing_set.py", "workspace_index.py"]
