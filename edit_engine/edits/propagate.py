@@ -155,7 +155,7 @@ def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str,
 def _line_edits(r: Region, c: Change, order: int, a: Analysis) -> list[Edit]:
     """Where the change's removed block (or, for an insertion, its context lines) recurs in the region; for a
     block of several rows, also each of its rows paired with the row that replaced it (weaker: ``order``)."""
-    if not any(x.strip() for x in c.removed + c.added) or _layout_only(c.removed, c.added):
+    if _layout_only(c.removed, c.added):  # (blank rows alone too)
         return []
     if not c.removed:
         # One inserted row (an argument, an item, a statement) is repeated; an inserted block (a definition,

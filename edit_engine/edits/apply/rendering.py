@@ -125,6 +125,8 @@ class _Plan:
     eol: str
     final: bool
     language: str
+    text: str = ""  # the merged text, and its segments (``_render``), once every chunk is placed
+    segments: tuple[tuple[int, str], ...] = ()
 
 
 def _plan(original: str, update: str, language: str, should_stop: Callable[[], bool] | None = None) -> _Plan:
@@ -137,6 +139,7 @@ def _plan(original: str, update: str, language: str, should_stop: Callable[[], b
             plan = _place_all(original, update, language)
     except RecursionError:
         raise ValueError("the original or the update nests too deeply to analyse") from None
+    plan.text, plan.segments = _render(plan)
     _check_parse(original, plan)
     return plan
 
@@ -148,8 +151,7 @@ def _check_parse(original: str, plan: _Plan) -> None:
     (taken literally) is not checked."""
     if all(s.kind == "whole" for s in plan.spots):
         return
-    language = plan.language
-    merged, _ = _render(plan)
+    language, merged = plan.language, plan.text
     if language == "python":
         if repair.python_error(original) is not None:
             return
@@ -248,8 +250,7 @@ def merge(original: str, update: str, language: str = "python",
     between steps; when it says so, ``budget.Stopped`` is raised."""
     t0 = time.perf_counter()
     plan = _plan(original, update, language, should_stop)
-    text, segments = _render(plan)
-    return ApplyResult(text, _placements(plan), (time.perf_counter() - t0) * 1e3, segments)
+    return ApplyResult(plan.text, _placements(plan), (time.perf_counter() - t0) * 1e3, plan.segments)
 
 
 def stream(original: str, update: str, language: str = "python",
@@ -262,5 +263,5 @@ def stream(original: str, update: str, language: str = "python",
     step = -(-total // STREAM_PASSES)
     shown = [k for k in range(1, total + 1) if k % step == 0 or k == total]
     for n, k in enumerate(shown):
-        text, _ = _render(plan, k)
+        text = plan.text if k == total else _render(plan, k)[0]
         yield Pass(n, text, total - k, k == total, 0, 0, len(original), "complete" if k == total else "")
