@@ -180,6 +180,20 @@ def test_cached_pass_is_exact_when_canvas_unchanged(mode: str, which: str, dream
     assert cache.stats.rows == (5 + 5 + 3) + width
 
 
+@pytest.mark.parametrize("which", ["dream", "llada"])
+def test_padding_the_context_changes_no_logit(which: str, dream_dir: Any, llama_dirs: Any) -> None:
+    """``at_least`` pads prefixes and suffixes past the longest (a server keeps its shapes to a few sizes):
+    the padding is masked out, so every real slot's logits are what they were."""
+    d = dream_dir[0] if which == "dream" else llama_dirs[1]
+    model, tok = _load(d, "dual", refresh=0)
+    canvas = torch.full((2, 5), tok.mask_id)
+    canvas[:, 1] = 42
+    pre, suf = [[1, 2, 3, 4, 5], [9, 8]], [[7, 7, 7], [6]]
+    want = model.canvas_logits(canvas, model.encode_context(pre, suf, capacity=8))
+    got = model.canvas_logits(canvas, model.encode_context(pre, suf, capacity=8, at_least=(16, 9)))
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=1e-4)
+
+
 def test_refresh_schedule_and_nfe_accounting(dream_dir: Any) -> None:
     model, tok = _load(dream_dir[0], "dual", refresh=3)
     cache = model.encode_context([[1, 2, 3]], [[4, 5]], capacity=16)

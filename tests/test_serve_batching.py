@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -15,7 +16,15 @@ from hypothesis import strategies as st
 from edit_engine.engine import DocumentPlan, Engine, Pass
 from edit_engine.model.network import ContextCache, DiffusionLM
 from edit_engine.model.tokenizer import Tokenizer
-from edit_engine.serve.batching import Cancelled, Continuation, JobPass, JobSpec, Overloaded, Scheduler
+from edit_engine.serve.batching import (
+    Cancelled,
+    Continuation,
+    JobPass,
+    JobSpec,
+    Overloaded,
+    Scheduler,
+    shape_bucket,
+)
 from edit_engine.serve.metrics import Metrics
 
 CODE = st.text(alphabet="abcdefxyz_ ()=:+\n\t0123456789", max_size=120)
@@ -80,7 +89,7 @@ def test_each_batched_row_computes_what_it_would_alone(engine: Engine, reqs: lis
     model = engine.model
     specs = [JobSpec(p, s, max_tokens=m, initial_canvas=c) for p, s, m, c in reqs]
     sched = Scheduler(engine, Metrics(), max_batch=max_batch, max_queue=len(specs))
-    batched = model.canvas_logits
+    batched, encode = model.canvas_logits, model.encode_context
     worst: list[float] = []
     rows: list[int] = []
 
@@ -89,20 +98,32 @@ def test_each_batched_row_computes_what_it_would_alone(engine: Engine, reqs: lis
         for r, a in enumerate(sched._active):
             prep = a.job.prepared
             assert prep is not None
-            alone = model.encode_context([prep.prefix_ids], [prep.suffix_ids], capacity=prep.cfg.max_tokens)
+            alone = encode([prep.prefix_ids], [prep.suffix_ids], capacity=prep.cfg.max_tokens)
             ref = batched(canvas[r : r + 1, : a.size], alone)[0]  # (c_r, V)
             worst.append(float((out[r, : a.size] - ref).abs().max()))
         rows.append(canvas.shape[0])
+        # Only a few shapes ever run (see shape_bucket): bucketed context, capacity and canvas widths.
+        assert cache.ctx_len == shape_bucket(cache.ctx_len) and cache.capacity % 16 == 0
+        assert canvas.shape[1] % 8 == 0 or canvas.shape[1] == cache.capacity
         return out
 
+    contexts: list[int] = []
+
+    def encoded(*args: Any, **kw: Any) -> ContextCache:  # the admissions' contexts: bucketed lengths too
+        cache = encode(*args, **kw)
+        contexts.append(cache.ctx_len)
+        return cache
+
     model.canvas_logits = checked  # type: ignore[method-assign]
+    model.encode_context = encoded  # type: ignore[method-assign]
     try:
         got = asyncio.run(_run_all(sched, specs))
     finally:
-        del model.canvas_logits
+        del model.canvas_logits, model.encode_context
         sched.close()
     assert all(p[-1].final for p in got)
     assert max(worst) < 1e-4, max(worst)
+    assert contexts and all(n % 16 == 0 for n in contexts)
     if len(specs) > 1:
         assert max(rows) > 1  # some passes were shared
 
@@ -308,3 +329,12 @@ def test_the_scheduler_applies_the_penalty_as_the_engine_does(packaged_engine: E
         assert [(x.index, x.text, x.nfe) for x in passes] == [(x.index, x.text, x.nfe) for x in want]
         changed += want[-1].text != list(eng.stream(p, s, max_tokens=16, novel_penalty=0.0))[-1].text
     assert changed, "the penalty changed no fill"
+
+
+@given(st.integers(0, 1 << 16))
+def test_shape_buckets_are_few_and_tight(n: int) -> None:
+    """A length is padded by at most an eighth (16 below 128), a bucket is its own bucket, and lengths up to
+    4,096 fall into few buckets (each distinct shape costs the CPU libraries memory that stays)."""
+    b = shape_bucket(n)
+    assert n <= b <= max(n + 15, n * 9 // 8 + 1) and shape_bucket(b) == b and b % 16 == 0
+    assert len({shape_bucket(x) for x in range(4097)}) <= 64

@@ -272,15 +272,16 @@ class DiffusionLM(nn.Module):
     # ------------------------------------------------------------------ serving: context once, canvas per pass
     @torch.no_grad()
     def encode_context(
-        self, prefixes: list[list[int]], suffixes: list[list[int]], capacity: int
+        self, prefixes: list[list[int]], suffixes: list[list[int]], capacity: int, *, at_least: tuple[int, int] = (0, 0)
     ) -> ContextCache:
         """Run the context once and keep its keys/values, with room for ``capacity`` canvas slots.
 
-        Prefixes are left-padded and suffixes right-padded to common lengths; padding is masked out.
+        Prefixes are left-padded and suffixes right-padded to common lengths, at least ``at_least`` (a caller
+        that keeps the shapes it runs to a few sizes); padding is masked out.
         """
         bsz = len(prefixes)
-        pl = max((len(p) for p in prefixes), default=0)
-        sl = max((len(s) for s in suffixes), default=0)
+        pl = max(max((len(p) for p in prefixes), default=0), at_least[0])
+        sl = max(max((len(s) for s in suffixes), default=0), at_least[1])
         L = pl + sl
         dev = self.device
         tokens = torch.zeros(bsz, L, dtype=torch.long)

@@ -477,8 +477,10 @@ class _Stepper:
         preps = [j.prepared for j in jobs]
         try:
             assert all(p is not None for p in preps)
-            cache = model.encode_context([p.prefix_ids for p in preps if p], [p.suffix_ids for p in preps if p],
-                                         capacity=0)
+            pre = [p.prefix_ids for p in preps if p]
+            suf = [p.suffix_ids for p in preps if p]
+            cache = model.encode_context(pre, suf, capacity=0, at_least=(
+                shape_bucket(max(map(len, pre))), shape_bucket(max(map(len, suf)))))
         except Exception as e:
             for j in jobs:
                 self._fail(j, e)
@@ -502,7 +504,7 @@ class _Stepper:
         tok = self.engine.tokenizer
         dev = act[0].state.canvas.device
         sizes = torch.tensor([a.size for a in act], device=dev)  # (B,)
-        width = max(a.size for a in act)
+        width = min(batch.capacity, -(-max(a.size for a in act) // 8) * 8)  # a few widths (see shape_bucket)
         canvas = torch.full((len(act), width), tok.mask_id, dtype=torch.long, device=dev)  # (B, C)
         for r, a in enumerate(act):
             canvas[r, : a.size] = a.state.canvas[0]
@@ -554,8 +556,8 @@ class _Stepper:
 def _batch_cache(act: list[_Active]) -> _Batch:
     """The batched cache of the active jobs: contexts left-aligned, padded to the longest."""
     b = len(act)
-    L = max(a.ctx_len for a in act)
-    cap = max(a.cfg.max_tokens for a in act)
+    L = shape_bucket(max(a.ctx_len for a in act))
+    cap = -(-max(a.cfg.max_tokens for a in act) // 16) * 16
     ref = act[0].k[0]
     _, h, _, hd = ref.shape
     ks, vs = [], []
@@ -572,6 +574,16 @@ def _batch_cache(act: list[_Active]) -> _Batch:
         valid[r, : a.ctx_len] = a.valid[0]
     starts = torch.cat([a.canvas_start for a in act])
     return _Batch(ks, vs, valid, starts, L, cap)
+
+
+def shape_bucket(n: int) -> int:
+    """``n`` rounded up to one of a few lengths, at most an eighth more (multiples of 16 below 256, then 8 per
+    doubling). Every length the scheduler runs (contexts, the batched cache, canvases) is padded to such a
+    size, padding masked out: the CPU libraries keep state per tensor shape (oneDNN's primitives, the
+    allocator's pools), and under load shapes that vary freely made the server's memory grow without end (1.1 GB
+    in 670 passes of random lengths, against 70 MB with the lengths bucketed)."""
+    step = max(16, 1 << max(0, n.bit_length() - 4))
+    return -(-n // step) * step
 
 
 def _pass_text(tok: Any, job: Job, step: Step) -> tuple[str, str | None, str]:

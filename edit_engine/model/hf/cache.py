@@ -74,7 +74,7 @@ class ApproxCache:
 
     def __init__(self, prefixes: list[list[int]], suffixes: list[list[int]], capacity: int, policy: CachePolicy,
                  n_layers: int, n_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device,
-                 shift: bool) -> None:
+                 shift: bool, at_least: tuple[int, int] = (0, 0)) -> None:
         if len(prefixes) != len(suffixes):
             raise ValueError("prefixes and suffixes differ in batch size")
         if capacity < 1:
@@ -83,8 +83,8 @@ class ApproxCache:
         self.policy = policy
         self.shift = shift
         self.capacity = capacity
-        self.pm = max((len(p) for p in prefixes), default=0)
-        self.sm = max((len(s) for s in suffixes), default=0)
+        self.pm = max(max((len(p) for p in prefixes), default=0), at_least[0])
+        self.sm = max(max((len(s) for s in suffixes), default=0), at_least[1])
         total = self.pm + capacity + self.sm
         self.prefix_len = torch.tensor([len(p) for p in prefixes], dtype=torch.long, device=device)  # (B,)
         self.suffix_len = torch.tensor([len(s) for s in suffixes], dtype=torch.long, device=device)  # (B,)

@@ -129,14 +129,15 @@ class FullAttnLM:
 
     # ------------------------------------------------------------------ serving
     def encode_context(self, prefixes: list[list[int]], suffixes: list[list[int]], capacity: int,
-                       policy: CachePolicy | None = None) -> ApproxCache:
-        """Lay out the context and allocate K/V for ``capacity`` canvas slots. Computes nothing: the first
-        ``canvas_logits`` call is a full pass (the context's K/V depend on the canvas in these models)."""
+                       policy: CachePolicy | None = None, *, at_least: tuple[int, int] = (0, 0)) -> ApproxCache:
+        """Lay out the context and allocate K/V for ``capacity`` canvas slots, prefixes and suffixes padded to
+        at least ``at_least``. Computes nothing: the first ``canvas_logits`` call is a full pass (the context's
+        K/V depend on the canvas in these models)."""
         if self.bos_id is not None:
             prefixes = [[self.bos_id, *p] for p in prefixes]
         c = self.cfg
         return ApproxCache(prefixes, suffixes, capacity, policy or self.policy, c.num_layers, c.num_kv_heads,
-                           c.head_dim, self.dtype, self.device, c.shift_logits)
+                           c.head_dim, self.dtype, self.device, c.shift_logits, at_least=at_least)
 
     @torch.no_grad()
     def canvas_logits(self, canvas: torch.Tensor, cache: ApproxCache) -> torch.Tensor:
