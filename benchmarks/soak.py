@@ -303,7 +303,7 @@ async def run(a: argparse.Namespace, pid: int, base: str) -> tuple[Tally, list[d
     async def sample() -> None:
         while time.monotonic() < deadline:
             memory.append({"t_s": round(time.monotonic() - start, 1), "rss_mib": round(rss_mib(pid), 1),
-                           **{k: t.counts[k] for k in ("answered", "lost")}})
+                           "caches_mib": await cache_mib(base), **{k: t.counts[k] for k in ("answered", "lost")}})
             await asyncio.sleep(min(a.sample_every, max(0.0, deadline - time.monotonic())))
 
     ws_url = base.replace("http://", "ws://") + "/v1/stream"
@@ -314,8 +314,21 @@ async def run(a: argparse.Namespace, pid: int, base: str) -> tuple[Tally, list[d
                          *(edit_client(i, base, deadline, edits, a, t) for i in range(a.edit_clients)))
     t.start = start  # type: ignore[attr-defined]
     memory.append({"t_s": round(time.monotonic() - start, 1), "rss_mib": round(rss_mib(pid), 1),
-                   **{k: t.counts[k] for k in ("answered", "lost")}})
+                   "caches_mib": await cache_mib(base), **{k: t.counts[k] for k in ("answered", "lost")}})
     return t, memory
+
+
+async def cache_mib(base: str) -> float:
+    """The bytes the server's request-sized caches hold (``edit_engine_cache_bytes`` on /metrics), in MiB; NaN
+    when the server does not answer."""
+    try:
+        async with httpx.AsyncClient(timeout=10) as c:
+            text = (await c.get(base + "/metrics")).text
+    except httpx.HTTPError:
+        return float("nan")
+    total = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                if line.startswith("edit_engine_cache_bytes{"))
+    return round(total / 2**20, 1)
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -341,7 +354,11 @@ def report(a: argparse.Namespace, t: Tally, memory: list[dict[str, float]]) -> d
         "fills_p95_ms": _windows(a, t),
         "rss_mib": {"after_warm_up": warm[0]["rss_mib"], "end": memory[-1]["rss_mib"],
                     "growth_after_warm_up": round(memory[-1]["rss_mib"] - warm[0]["rss_mib"], 1),
-                    "max": max(m["rss_mib"] for m in memory)},
+                    "max": max(m["rss_mib"] for m in memory),
+                    # what the caches' byte budgets account for, and the rest
+                    "caches_growth_after_warm_up": round(memory[-1]["caches_mib"] - warm[0]["caches_mib"], 1),
+                    "growth_beside_caches": round(memory[-1]["rss_mib"] - warm[0]["rss_mib"]
+                                                  - (memory[-1]["caches_mib"] - warm[0]["caches_mib"]), 1)},
         "memory": memory, "problems": t.problems,
     }
     print(f"{'sent':>7} {'answered':>8} {'errors':>6} {'overl.':>6} {'aborted':>7} {'malformed':>9} "
@@ -354,7 +371,11 @@ def report(a: argparse.Namespace, t: Tally, memory: list[dict[str, float]]) -> d
     print(f"edits: p50/p95 {lat['edit']['p50']}/{lat['edit']['p95']} ms, refused by budget {t.counts['refused']}; "
           f"/healthz max {out['healthz_max_ms']} ms (p95 {lat['healthz']['p95']}); fills' p95 first/last window "
           f"{out['fills_p95_ms']['first']}/{out['fills_p95_ms']['last']} ms")
-    print("RSS every sample (s: MiB): " + ", ".join(f"{m['t_s']:.0f}: {m['rss_mib']:.0f}" for m in memory))
+    print(f"RSS growth after warm-up {out['rss_mib']['growth_after_warm_up']} MiB, of it the caches (bounded in "
+          f"bytes) {out['rss_mib']['caches_growth_after_warm_up']} MiB, the rest "
+          f"{out['rss_mib']['growth_beside_caches']} MiB")
+    print("RSS / caches every sample (s: MiB): " + ", ".join(
+        f"{m['t_s']:.0f}: {m['rss_mib']:.0f}/{m['caches_mib']:.0f}" for m in memory))
     return out
 
 

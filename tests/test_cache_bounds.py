@@ -269,3 +269,15 @@ def test_analysis_entries_are_sized_when_they_finish() -> None:
         text2 = text.replace("name_", "other_")
         an.analyse(text2, len(text2), budget_ms=30_000)  # a second one over the budget together: the first goes
         assert len(an._cache) == 1 and an._cache.nbytes <= 300_000
+
+
+def test_metrics_report_the_bytes_each_cache_holds() -> None:
+    """/metrics carries ``edit_engine_cache_bytes{cache=...}``, read from the live caches at each scrape."""
+    from edit_engine.serve.metrics import Metrics
+
+    c: BoundedLRU[int, int] = BoundedLRU(4, 1000, "test: scraped")
+    m = Metrics()
+    c.put(1, 1, 300)
+    assert 'edit_engine_cache_bytes{cache="test: scraped"} 300.0' in m.render()
+    c.put(2, 2, 900)  # the first entry goes: 900 bytes held
+    assert 'edit_engine_cache_bytes{cache="test: scraped"} 900.0' in m.render()

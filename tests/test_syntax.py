@@ -201,3 +201,26 @@ def test_a_grammar_that_loops_on_some_text_is_abandoned_at_its_deadline() -> Non
     assert doc.tree is None and time.monotonic() - t < trees.parse_deadline(len(text)) + 2.0
     assert len([x for x in ticks if x > t + 0.1]) > 10, "the other thread did not run during the parse"
     assert trees.Document.parse("const a = <div>{b}</div>;\n", "tsx").tree is not None
+
+
+def test_parsing_keeps_no_chunk_of_its_source() -> None:
+    """py-tree-sitter keeps every object the read callback hands it but the last: a parse must hand it only the
+    reused buffer, the end of the source included (which tree-sitter reads several times a parse)."""
+    import gc
+    import tracemalloc
+
+    src = "".join(f"def f{i}(a, b):\n    return a * {i} + b  # a line of code\n" for i in range(300))
+    for n in range(3):
+        syntax.Document.parse(src[: 5000 + n], "python")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for n in range(300):
+            assert syntax.Document.parse(src[: 5000 + 7 * n], "python").tree is not None
+        gc.collect()
+        grown = sum(d.size_diff for d in tracemalloc.take_snapshot().compare_to(before, "filename")
+                    if d.traceback[0].filename == syntax.__file__)
+    finally:
+        tracemalloc.stop()
+    assert grown < 50_000, f"{grown} bytes of parse input kept"

@@ -14,8 +14,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Counter as _Counter
 from prometheus_client import Gauge as _Gauge
 from prometheus_client import Histogram as _Histogram
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from edit_engine.syntax import lru
 
 # Latency buckets in seconds: a pass of the small model takes ~1-10 ms on CPU, a whole fill 20 ms - 2 s.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -65,6 +67,18 @@ class _IntegerBounds(Collector):
             yield family
 
 
+class _CacheBytes(Collector):
+    """``edit_engine_cache_bytes{cache=...}``: the bytes each request-sized cache holds (``syntax.lru.held``: the
+    entries' size estimates), read at each scrape. They grow until their byte budgets hold, then stay."""
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily("edit_engine_cache_bytes", "bytes held by the request-sized caches, by cache",
+                              labels=["cache"])
+        for name, n in sorted(lru.held().items()):
+            g.add_metric([name or "unnamed"], n)
+        yield g
+
+
 def _integer(bound: str) -> str:
     return bound[:-2] if bound.endswith(".0") else bound
 
@@ -110,6 +124,7 @@ class Metrics:
         self.queue_wait = Histogram(r, "edit_engine_queue_wait_seconds",
                                     "submit to admission into the batch", LATENCY_BUCKETS)
         self.batch_size = Histogram(r, "edit_engine_batch_size", "requests per forward pass", BATCH_BUCKETS)
+        r.register(_CacheBytes())
 
     def render(self) -> str:
         """The text exposition format (what /metrics serves)."""

@@ -167,7 +167,9 @@ def _parse(g: Grammar, data: bytes, old: ts.Tree | None) -> ts.Tree | None:
     Each chunk is copied into the calling thread's one buffer, returned every time: py-tree-sitter 0.26.1 keeps a
     reference to every object the read callback returns but the last, so fresh slices would stay in memory for
     good (1.5 to 2 times the source's bytes a parse, measured). tree-sitter reads a chunk only until it asks for
-    the next one, so refilling the buffer is safe; only a last, shorter chunk is a new object."""
+    the next one, so refilling the buffer is safe. The last, shorter chunk is the same buffer shrunk in place: it
+    is read several times a parse, and fresh slices of it stayed in memory (four a parse, 7.7 MB in 2,000 parses
+    of 5-14 k characters)."""
     parser = g.parser()
     if parser is None:
         return None
@@ -176,10 +178,10 @@ def _parse(g: Grammar, data: bytes, old: ts.Tree | None) -> ts.Tree | None:
 
     def read(byte: int, point: tuple[int, int]) -> bytes | bytearray:
         time.sleep(0)  # releases the interpreter lock: waiting threads run
-        if byte + CHUNK_BYTES > len(data):
-            return data[byte:]
+        if byte >= len(data):
+            return b""  # one shared object
         buf = _chunk_buffer()
-        buf[:] = view[byte : byte + CHUNK_BYTES]
+        buf[:] = view[byte : byte + CHUNK_BYTES]  # shorter at the end: the buffer shrinks in place
         return buf
 
     def progress(offset: int, has_error: bool) -> bool:  # True ends the parse
