@@ -231,3 +231,23 @@ def test_draft_latency_on_1000_line_document(shipped: Memory) -> None:
     for _ in range(20):
         shipped.draft(prefix, "", "python", uri=uri)
     assert (time.perf_counter() - t0) / 20 < 0.02  # 5 ms on an idle core; slack for shared CI machines
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([2, 3, 4]))
+def test_size_budget_takes_the_smallest_top_threshold_that_fits(seed: int, order: int) -> None:
+    """With a size budget the longest contexts' threshold rises to the smallest value that fits, as raising
+    it one by one would find (the search prunes a few times, not once per value)."""
+    import random
+
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(40)]
+    streams = [[rng.choice(words[: rng.randint(3, 40)]) for _ in range(rng.randint(50, 400))] for _ in range(6)]
+    full = build_static(streams, order, [1] * order)
+    budget = int(full.nbytes() * rng.uniform(0.3, 0.95))
+    got = build_static(streams, order, [1] * order, max_bytes=budget)
+    t = 1  # the one-by-one reference
+    while (ref := build_static(streams, order, [1] * (order - 1) + [t])).nbytes() > budget and t < 500:
+        t += 1
+    if ref.nbytes() <= budget:  # else it does not fit even without the longest contexts
+        assert got.nbytes() == ref.nbytes() <= budget and got.vocab == ref.vocab

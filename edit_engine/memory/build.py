@@ -6,7 +6,8 @@ Downloads each listed source with the ecosystem's own client (``pip download --n
 ``apt-get download`` + ``dpkg-deb -x``), checks its declared licence against an allow-list, extracts the
 source files of the language (skipping minified or generated files, recognised by very long lines, and
 exact duplicates), tokenizes them and writes ``<language>.npz`` plus ``<language>.json`` (what went in).
-Downloads are cached (``--cache``), so rebuilding with other settings is offline.
+Downloads are cached (``--cache``), so rebuilding with other settings is offline. The pruning settings
+(``min_count``, ``max_mb``) are the sources file's, so the command alone rebuilds the shipped model byte for byte.
 """
 
 from __future__ import annotations
@@ -157,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).with_name("models")))
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "edit_engine_memory"))
     ap.add_argument("--order", type=int, default=4)
-    ap.add_argument("--min-count", type=int, nargs="+", default=[2, 2, 2, 2, 2, 2])
-    ap.add_argument("--max-mb", type=float, default=12.0, help="size budget of the saved model")
+    ap.add_argument("--min-count", type=int, nargs="+",
+                    help="smallest count kept per context length (default: the sources file's min_count, else 2s)")
+    ap.add_argument("--max-mb", type=float, help="size budget of the saved model (default: the sources file's max_mb)")
     ap.add_argument("--max-source-tokens", type=int, default=1_500_000,
                     help="tokens taken from one source at most, so no single project dominates")
     ap.add_argument("--limit-tokens", type=int, default=0, help="stop reading sources after this many")
@@ -203,13 +205,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.limit_tokens and n_tokens >= args.limit_tokens:
             break
     print(f"total {n_tokens} tokens, read in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-    model = build_static(streams, args.order, args.min_count[: args.order] + [2] * args.order,
-                         max_bytes=int(args.max_mb * 1e6))
+    listed = spec.get("min_count", [])
+    assert isinstance(listed, list)
+    mins = (args.min_count or [int(x) for x in listed])[: args.order]
+    mins += [2] * (args.order - len(mins))
+    max_mb = float(args.max_mb if args.max_mb is not None else spec.get("max_mb", 12.0))  # type: ignore[arg-type]
+    model = build_static(streams, args.order, mins, max_bytes=int(max_mb * 1e6))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model.save(out / f"{args.language}.npz")
     meta = {"language": args.language, "order": args.order, "tokens": n_tokens, "vocab": len(model.vocab),
-            "bytes": model.nbytes(), "sources": report}
+            "bytes": model.nbytes(), "min_count": model.min_counts(), "max_mb": max_mb, "sources": report}
     (out / f"{args.language}.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(f"wrote {out / (args.language + '.npz')}: {model.nbytes() / 1e6:.1f} MB, "
           f"{time.perf_counter() - t0:.1f}s", file=sys.stderr)

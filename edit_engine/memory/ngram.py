@@ -167,6 +167,10 @@ class StaticNgrams:
             arrays[f"cnt{m}"] = self._cnt[m]
         np.savez(path, **arrays)  # type: ignore[arg-type]
 
+    def min_counts(self) -> list[int]:
+        """The smallest count kept for each context length (0 where none is kept): the pruning it went through."""
+        return [int(c.min()) if len(c) else 0 for c in self._cnt]
+
     def nbytes(self) -> int:
         """Bytes held by the count arrays."""
         arrs = self._keys + self._off + self._tot + self._typ + self._nxt + self._cnt
@@ -363,15 +367,39 @@ def build_static(
         per_m.append((ctx[first], nxt[first], cnt.astype(np.int64)))
         del ctx, full
     mins = list(min_count)
-    while True:
-        model, used = _prune(per_m, order, mins, vocab_all)
-        if max_bytes is None or model.nbytes() <= max_bytes or all(x >= 1 << 20 for x in mins[1:]):
-            return model
-        del model, used
-        for m in range(order - 1, 0, -1):  # raise the highest orders first: they are the bulk
-            mins[m] += 1
-            if m == order - 1 or mins[m] < mins[m + 1]:
-                break
+    model, _ = _prune(per_m, order, mins, vocab_all)
+    if max_bytes is None or model.nbytes() <= max_bytes:
+        return model
+    # The smallest threshold of the longest contexts (they are the bulk) that fits: the size only falls as it
+    # rises, so a doubling search then a bisection finds it in a few prunings.
+    top = order - 1
+
+    def fits(threshold: int) -> StaticNgrams | None:
+        trial, _ = _prune(per_m, order, [*mins[:top], threshold], vocab_all)
+        return trial if trial.nbytes() <= max_bytes else None
+
+    lo, step = mins[top], 1  # lo does not fit; hi fits
+    hi: int | None = None
+    best: StaticNgrams | None = None
+    ceiling = int(per_m[top][2].max(initial=0)) + 1  # above every count: the longest contexts all go
+    while hi is None:
+        at = min(lo + step, ceiling)
+        best = fits(at)
+        if best is not None:
+            hi = at
+        elif at == ceiling:  # the longest contexts gone and still too big: raise the orders below as well
+            return _prune(per_m, order, [mins[0]] + [max(x, ceiling) for x in mins[1:]], vocab_all)[0]
+        else:
+            lo, step = at, step * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        trial = fits(mid)
+        if trial is not None:
+            hi, best = mid, trial
+        else:
+            lo = mid
+    assert best is not None  # the model at ``hi``
+    return best
 
 
 def _prune(
