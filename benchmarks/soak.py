@@ -326,9 +326,8 @@ async def cache_mib(base: str) -> float:
             text = (await c.get(base + "/metrics")).text
     except httpx.HTTPError:
         return float("nan")
-    total = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                if line.startswith("edit_engine_cache_bytes{"))
-    return round(total / 2**20, 1)
+    held = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("edit_engine_cache_bytes{")]
+    return round(sum(held) / 2**20, 1) if held else float("nan")
 
 
 def _pct(xs: list[float], q: float) -> float:

@@ -8,12 +8,13 @@ OSDI 2022). ``Scheduler`` is the queueing side (admission, the queue of waiting 
 pool); ``_Stepper`` is the stepping side (the batch, and one batched forward pass over its active rows).
 
 How rows of different shapes share one forward pass. Each request's context K/V (L_r keys) is copied into a
-batched cache of L = max L_r context columns, followed by ``capacity`` canvas columns; ``key_valid`` hides a
+batched cache of L >= max L_r context columns, followed by ``capacity`` canvas columns; ``key_valid`` hides a
 row's unused context columns and the canvas columns past its own canvas width c_r. The canvas tensor is
-(B, max c_r), padded with masks; the padded slots' outputs are discarded and, being invalid keys, are seen by
-no real slot. Canvas attention ignores key order (every canvas query sees every valid key, positions come from
-``canvas_start``), so each row computes what it would alone, up to float summation order. The batched cache
-is rebuilt only when the set of requests changes; a canvas growing inside its capacity needs no rebuild.
+(B, C >= max c_r), padded with masks; every length is rounded up to one of a few sizes (``shape_bucket``).
+The padded slots' outputs are discarded and, being invalid keys, are seen by no real slot. Canvas attention
+ignores key order (every canvas query sees every valid key, positions come from ``canvas_start``), so each row
+computes what it would alone, up to float summation order. The batched cache is rebuilt only when the set of
+requests changes; a canvas growing inside its capacity needs no rebuild.
 
 Bounded: at most ``max_batch`` active and ``max_queue`` waiting; ``submit`` beyond that raises ``Overloaded``.
 
@@ -554,7 +555,7 @@ class _Stepper:
 
 
 def _batch_cache(act: list[_Active]) -> _Batch:
-    """The batched cache of the active jobs: contexts left-aligned, padded to the longest."""
+    """The batched cache of the active jobs: contexts left-aligned, padded to the longest's bucket."""
     b = len(act)
     L = shape_bucket(max(a.ctx_len for a in act))
     cap = -(-max(a.cfg.max_tokens for a in act) // 16) * 16
