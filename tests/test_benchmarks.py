@@ -174,7 +174,7 @@ def test_soak_smoke(tiny_checkpoint: Path, tmp_path: Path) -> None:
     assert res["lost"] == 0 and res["malformed_accepted"] == 0 and res["answered"] > 0
     assert res["malformed"] == res["malformed_refused"] > 0 and res["aborted"] > 0
     assert len(res["memory"]) >= 3 and res["queue_depth_at_end"] == 0 and res["server_exit"] in (0, -15)
-    assert "RSS every sample" in stdout
+    assert "RSS / caches every sample" in stdout and all("caches_mib" in m for m in res["memory"])
 
 
 def test_load_ws_drives_loopback_servers_only(tmp_path: Path) -> None:
