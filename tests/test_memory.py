@@ -245,9 +245,12 @@ def test_size_budget_takes_the_smallest_top_threshold_that_fits(seed: int, order
     streams = [[rng.choice(words[: rng.randint(3, 40)]) for _ in range(rng.randint(50, 400))] for _ in range(6)]
     full = build_static(streams, order, [1] * order)
     budget = int(full.nbytes() * rng.uniform(0.3, 0.95))
-    got = build_static(streams, order, [1] * order, max_bytes=budget)
     t = 1  # the one-by-one reference
     while (ref := build_static(streams, order, [1] * (order - 1) + [t])).nbytes() > budget and t < 500:
         t += 1
-    if ref.nbytes() <= budget:  # else it does not fit even without the longest contexts
-        assert got.nbytes() == ref.nbytes() <= budget and got.vocab == ref.vocab
+    if ref.nbytes() > budget:  # it does not fit even without the longest contexts: a clear error
+        with pytest.raises(ValueError, match="do not fit"):
+            build_static(streams, order, [1] * order, max_bytes=budget)
+        return
+    got = build_static(streams, order, [1] * order, max_bytes=budget)
+    assert got.nbytes() == ref.nbytes() <= budget and got.vocab == ref.vocab

@@ -209,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     assert isinstance(listed, list)
     mins = (args.min_count or [int(x) for x in listed])[: args.order]
     mins += [2] * (args.order - len(mins))
-    max_mb = float(args.max_mb if args.max_mb is not None else spec.get("max_mb", 12.0))  # type: ignore[arg-type]
+    listed_mb = spec.get("max_mb", 12.0)
+    assert isinstance(listed_mb, int | float)
+    max_mb = float(args.max_mb if args.max_mb is not None else listed_mb)
     model = build_static(streams, args.order, mins, max_bytes=int(max_mb * 1e6))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

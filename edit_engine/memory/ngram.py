@@ -341,7 +341,7 @@ def build_static(
     """Count n-grams over token streams (one per file) and prune them into a :class:`StaticNgrams`.
 
     ``min_count[m]`` is the smallest count kept for contexts of length ``m``; when ``max_bytes`` is given
-    the thresholds of the longest contexts are raised until the model fits.
+    the threshold of the longest contexts is raised to the smallest value that fits (ValueError when none does).
     """
     ids: dict[str, int] = {}
     chunks: list[npt.NDArray[np.int32]] = []
@@ -387,8 +387,9 @@ def build_static(
         best = fits(at)
         if best is not None:
             hi = at
-        elif at == ceiling:  # the longest contexts gone and still too big: raise the orders below as well
-            return _prune(per_m, order, [mins[0]] + [max(x, ceiling) for x in mins[1:]], vocab_all)[0]
+        elif at == ceiling:
+            raise ValueError(f"the counts do not fit {max_bytes} bytes even without the longest contexts: "
+                             "raise the thresholds of the shorter ones (min_count)")
         else:
             lo, step = at, step * 2
     while hi - lo > 1:
