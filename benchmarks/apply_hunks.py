@@ -30,9 +30,10 @@ from edit_engine.eval.release_edits import load_cases as release_cases
 MARKER = "# ... existing code ...\n"
 
 
-def snippet(case: NextEditCase, context: int) -> tuple[str, str] | None:
-    """The update snippet for the case's target hunk with ``context`` lines around it, and the file after it;
-    None when the target changes nothing."""
+def snippet(case: NextEditCase, context: int, nonblank: bool = False) -> tuple[str, str] | None:
+    """The update snippet for the case's target hunk with ``context`` lines around it (``nonblank``: as many
+    non-blank lines, with the blank lines between them), and the file after it; None when the target changes
+    nothing."""
     rows = case.document.splitlines(keepends=True)
     after = "".join(rows[: case.first]) + case.region_after + "".join(rows[case.last :])
     new = after.splitlines(keepends=True)
@@ -41,16 +42,28 @@ def snippet(case: NextEditCase, context: int) -> tuple[str, str] | None:
         return None
     i1, i2, j1, j2 = ops[0][1], ops[-1][2], ops[0][3], ops[-1][4]
     s, e = max(0, i1 - context), min(len(rows), i2 + context)
+    if nonblank:
+        s, e = _reach(rows, i1, -1, context), _reach(rows, i2, 1, context)
     text = (MARKER if s > 0 else "") + "".join(rows[s:i1] + new[j1:j2] + rows[i2:e]) + (MARKER if e < len(rows) else "")
     return text, after
 
 
-def run(cases: list[NextEditCase], context: int) -> dict[str, Any]:
+def _reach(rows: list[str], p: int, step: int, k: int) -> int:
+    """The row bound from ``p`` that takes in ``k`` non-blank rows going up (``step`` -1) or down (+1)."""
+    seen = 0
+    while seen < k and (p > 0 if step < 0 else p < len(rows)):
+        row = rows[p - 1] if step < 0 else rows[p]
+        p += step
+        seen += bool(row.strip())
+    return p
+
+
+def run(cases: list[NextEditCase], context: int, nonblank: bool = False) -> dict[str, Any]:
     counts = {"cases": 0, "exact": 0, "refused": 0, "wrong": 0}
     wrong: list[str] = []
     ms: list[float] = []
     for c in cases:
-        got = snippet(c, context)
+        got = snippet(c, context, nonblank)
         if got is None:
             continue
         update, target = got
@@ -78,14 +91,18 @@ def main() -> None:
     p.add_argument("--repo", help="--set history: the git repository (default: the one this package is in)")
     p.add_argument("--data", help="--set releases: the folder release_edits.py wrote (default runs/release_edits)")
     p.add_argument("--context", type=int, nargs="+", default=[1, 2, 5], help="context lines around each hunk")
+    p.add_argument("--count", choices=("lines", "nonblank", "both"), default="both",
+                   help="context counted in lines (blank ones too), in non-blank lines, or both (a row each)")
     p.add_argument("--json", help="write the results here")
     a = p.parse_args()
     cases = history_cases(a.repo, 100_000) if a.set == "history" else release_cases(a.data)
-    rows = [run(cases, k) for k in a.context]
+    modes = {"lines": [False], "nonblank": [True], "both": [False, True]}[a.count]
+    rows = [{**run(cases, k, nb), "count": "nonblank" if nb else "lines"} for nb in modes for k in a.context]
     print(f"apply on real hunks ({a.set}): exact / refused / wrong merges, of the cases")
-    print(f"{'context':>7} {'cases':>6} {'exact':>6} {'refused':>8} {'wrong':>6} {'p50 ms':>7}")
+    print(f"{'context':>9} {'counted':>9} {'cases':>6} {'exact':>6} {'refused':>8} {'wrong':>6} {'p50 ms':>7}")
     for r in rows:
-        print(f"{r['context']:>7} {r['cases']:>6} {r['exact']:>6} {r['refused']:>8} {r['wrong']:>6} {r['p50_ms']:>7.1f}")
+        print(f"{r['context']:>9} {r['count']:>9} {r['cases']:>6} {r['exact']:>6} {r['refused']:>8} {r['wrong']:>6} "
+              f"{r['p50_ms']:>7.1f}")
     if a.json:
         Path(a.json).write_text(json.dumps({"set": a.set, "rows": rows}, indent=1))
 

@@ -518,6 +518,10 @@ def test_one_changed_definition_between_markers_applies_exactly(names: list[str]
     original = top + sep.join(defs)
     changed = make(names[k], new_body)
     expected = top + sep.join(_as_merged(changed, x) if i == k else x for i, x in enumerate(defs))
+    if expected == original:  # the definition shown as it stands: nothing to apply, and the merge says so
+        with pytest.raises(ValueError, match="changes nothing"):
+            merge(original, f"{marker}\n{changed}{marker}\n", lang)
+        return
     r = merge(original, f"{marker}\n{changed}{marker}\n", lang)
     assert r.text == expected
     assert kinds(r) == ["definition"]
@@ -680,11 +684,16 @@ def test_a_changed_last_line_before_blank_lines_replaces_the_line_it_rewrites() 
 
 
 def test_a_new_line_unlike_the_original_one_before_blank_lines_is_inserted() -> None:
+    """Beside a marker indented like the class body (it stands for the rest of the body), the new line is
+    inserted; blank lines before a top-level marker instead close the class there: its later fields go."""
     snippet = ("# ... existing code ...\n    security: list[dict] | None = None\n"
-               "    callbacks: dict[str, Callback] = {}\n\n\n# ... existing code ...\n")
+               "    callbacks: dict[str, Callback] = {}\n\n    # ... existing code ...\n")
     out = merge(MODELS, snippet, "python").text
     assert "    servers: list[Server] | None = None\n" in out  # kept: the new line is not a rewrite of it
     assert out.index("security") < out.index("callbacks") < out.index("servers")
+    closed = snippet.replace("\n\n    # ... existing code ...\n", "\n\n\n# ... existing code ...\n")
+    assert merge(MODELS, closed, "python").text == MODELS.replace(
+        "    servers: list[Server] | None = None\n", "    callbacks: dict[str, Callback] = {}\n")
 
 
 TWO = "def first(rows):\n    out = [r for r in rows if r]\n    return out\n\n\ndef second(rows):\n" \
@@ -752,3 +761,49 @@ def test_definitions_of_one_chunk_found_far_apart_are_refused() -> None:
               "        pass\n# ... existing code ...\n")
     with pytest.raises(ValueError, match="lie apart in the original"):
         merge(original, update, "python")
+
+
+def test_a_definition_left_twice_side_by_side_is_refused() -> None:
+    """A chunk rewrites a protocol class whose method headers changed layout; its lines anchored after the class
+    instead of over it, which left the class written twice (the copy parses)."""
+    original = ("import typing as t\n\nif t.TYPE_CHECKING:\n    import typing_extensions as te\n\n"
+                "    class _Client(te.Protocol):\n        def get(self, key: str) -> bytes: ...\n\n"
+                "        def set(self, key: str, value: bytes, timeout: t.Optional[int] = None) -> None:\n"
+                "            ...\n\n\nversion = 5\n# Magic bytes of the cache files.\nmagic = b\"j2\"\n")
+    update = ("# ... existing code ...\n    class _Client(te.Protocol):\n        def get(self, key: str) -> bytes: ...\n\n"
+              "        def set(\n            self, key: str, value: bytes, timeout: t.Optional[int] = None\n"
+              "        ) -> None: ...\n\n\nversion = 5\n# Magic bytes of the cache files.\n# ... existing code ...\n")
+    with pytest.raises(ValueError, match=r"'class _Client\(te.Protocol\):' twice"):
+        merge(original, update, "python")
+    # Shown over the whole class (its header's line before it too), it rewrites the class in place.
+    whole = update.replace("# ... existing code ...\n    class", "# ... existing code ...\n"
+                           "    import typing_extensions as te\n\n    class", 1)
+    assert merge(original, whole, "python").text.count("class _Client") == 1
+
+
+def test_an_update_that_changes_nothing_is_refused() -> None:
+    """A deleted block between two lines that also stand side by side elsewhere: the snippet reads as the file
+    unchanged, and saying so beats returning it as if applied."""
+    block = '    "iso_15": [\n        "cp1252",\n        "latin_1",\n    ],\n'
+    original = "TABLE = {\n" + block + block.replace("15", "16") + '    "koi8_r": [\n        "cp1251",\n    ],\n}\n'
+    update = '# ... existing code ...\n        "latin_1",\n    ],\n    "koi8_r": [\n# ... existing code ...\n'
+    with pytest.raises(ValueError, match="changes nothing"):
+        merge(original, update, "python")
+
+
+def test_blank_lines_before_a_shallower_marker_close_the_block() -> None:
+    """Two context lines, then new lines, a blank line and a marker at the top level: the block ends there, so
+    what the function held after the context lines goes (the snippet shows them replaced). The same snippet
+    with its marker indented like the body keeps them: the marker stands for them."""
+    original = ("def total(items):\n    seen = set()\n    count = 0\n    return sum(items) + count\n\n\n"
+                "def other():\n    return 2\n")
+    update = ("# ... existing code ...\n    seen = set()\n    count = 0\n    for item in items:\n"
+              "        seen.add(item)\n    return len(seen)\n\n# ... existing code ...\n")
+    assert merge(original, update, "python").text == original.replace(
+        "    return sum(items) + count\n", "    for item in items:\n        seen.add(item)\n    return len(seen)\n")
+    kept = update.replace("\n\n# ... existing code ...\n", "\n    # ... existing code ...\n")
+    assert "return sum(items) + count" in merge(original, kept, "python").text
+    # Lines that only stand as they are delete nothing after them: the update is refused as changing nothing.
+    with pytest.raises(ValueError, match="changes nothing"):
+        merge(original, "# ... existing code ...\n    seen = set()\n    count = 0\n\n# ... existing code ...\n",
+              "python")

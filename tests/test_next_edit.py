@@ -601,7 +601,8 @@ def test_cases_cut_from_a_repository_history(tmp_path: Path) -> None:
                     "--set", "history", "--repo", str(tmp_path), "--context", "1", "2", "--json", str(out)],
                    check=True, capture_output=True, timeout=TIMEOUT)
     rows = json.loads(out.read_text())["rows"]
-    assert [(r["context"], r["cases"], r["exact"], r["wrong"]) for r in rows] == [(1, 2, 2, 0), (2, 2, 2, 0)]
+    assert [(r["context"], r["count"], r["cases"], r["exact"], r["wrong"]) for r in rows] == [
+        (1, "lines", 2, 2, 0), (2, "lines", 2, 2, 0), (1, "nonblank", 2, 2, 0), (2, "nonblank", 2, 2, 0)]
 
 
 def test_metrics_follow_the_sets_definition() -> None:

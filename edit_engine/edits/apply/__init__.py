@@ -13,7 +13,9 @@ A chat model that edits a file writes only what changes, the rest elided by mark
    ``// ...``, ``/* ... */``, a bare ``... rest of code ...``; ``is_marker``) split the update into chunks. Each
    chunk is a contiguous piece of the new file; each marker stands for original code that stays. Blank lines at a
    chunk's edges are formatting around the markers and are dropped (the original's spacing stays), unless new
-   lines at that edge meet original code with no blank line between.
+   lines at that edge meet original code with no blank line between. Blank lines before a marker less indented
+   than the chunk's last line close that block: the original's lines after the chunk's place as deep as that
+   line, up to its next blank line, go (``placing._closed_block``).
 2. **Definitions.** A chunk is parsed with tree-sitter (``edit_engine.syntax.trees``). A complete definition in it
    (``def f``/``class C``, ``function f``, ``fn f``, ``impl T``, ``func (r T) f``...) replaces the original
    definition of the same name at the same indentation; nesting is respected: a method shown under its class
@@ -43,7 +45,10 @@ A chat model that edits a file writes only what changes, the rest elided by mark
    never a guess. A chunk that matches nothing and defines nothing cannot be placed (``ValueError`` naming it);
    an update without any marker that matches nothing replaces the file. A merge that would leave an original
    that parses unparsable is refused (``ValueError`` naming the line): a chunk beside the wrong lines cuts code
-   apart or doubles it, and a refusal is seen where a broken file may not be.
+   apart or doubles it, and a refusal is seen where a broken file may not be. So is a merge that leaves a
+   definition header twice side by side in one block (the chunk's copy beside the original's: it went beside
+   the definition it rewrites), and one that changes nothing (every chunk already stands in the file: a
+   deletion whose context lines also stand side by side elsewhere reads so).
 
 Every placement is recorded (``Placement.kind``: definition, lines, inserted, ambiguous, whole).
 

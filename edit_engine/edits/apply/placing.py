@@ -21,7 +21,7 @@ from edit_engine.edits import budget
 from edit_engine.edits.apply.anchoring import Ends, back, forward, scan, search_windows, toward
 from edit_engine.edits.apply.chunks import Chunk
 from edit_engine.edits.apply.definitions import def_anchor
-from edit_engine.edits.apply.source import Source
+from edit_engine.edits.apply.source import Source, indent_width
 
 MAX_CANDIDATES = 16  # ambiguous chunks: candidate places weighed (the first ones after the previous chunk)
 # An ambiguous chunk goes to the place most like it only when that place's likeness (difflib ratio with the lines
@@ -227,7 +227,10 @@ def _blank_edges(src: Source, ch: Chunk, spot: Spot, i: int, j: int) -> Spot:
     lines are what the new ones rewrite when they are like them (``REPLACE_LIKENESS``); else they stay and the
     new lines are inserted (``_edges``)."""
     n = len(ch.lines)
-    if j < n - 1 and ch.blanks[1] and ch.marker_after:
+    end = _closed_block(src, ch, spot.b)
+    if end > spot.b and src.lines[spot.b - 1] == ch.lines[j] and src.lines[spot.a : spot.b] != ch.lines:
+        spot.b = end
+    elif j < n - 1 and ch.blanks[1] and ch.marker_after:
         new = ch.lines[j + 1 :]
         r = spot.b
         while r < src.n and src.lines[r].strip() and r - spot.b <= len(new):
@@ -242,6 +245,22 @@ def _blank_edges(src: Source, ch: Chunk, spot: Spot, i: int, j: int) -> Spot:
         if r < spot.a and (r == 0 or not src.lines[r - 1].strip()) and _alike(src.lines[r : spot.a], new):
             spot.a = r
     return spot
+
+
+def _closed_block(src: Source, ch: Chunk, b: int) -> int:
+    """Where the original's block the chunk ends in closes, when the chunk closes it: the chunk ends with blank
+    lines before a marker less indented than its last line, and the original rows from ``b`` on are not blank
+    and at least as deep as that line, up to a blank row (at most ``DROP_FLOOR`` of them). Those rows are the
+    rest of the block the chunk shows ending: they go (``_blank_edges`` takes them only where the chunk's last
+    matched line stands exactly as it is, and the chunk changes something else there too: lines that merely
+    stand as they are do not delete the ones after them). ``b`` itself otherwise."""
+    depth = indent_width(ch.lines[-1])
+    if not (ch.blanks[1] and ch.marker_after and 0 <= ch.after_indent < depth):
+        return b
+    r = b
+    while r < src.n and src.lines[r].strip() and indent_width(src.lines[r]) >= depth and r - b < DROP_FLOOR:
+        r += 1
+    return r if r > b and (r == src.n or not src.lines[r].strip()) else b
 
 
 def _alike(old: list[str], new: list[str]) -> bool:

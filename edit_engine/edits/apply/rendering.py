@@ -11,6 +11,7 @@ a ``Pass`` per chunk placed.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from edit_engine.edits.apply.placing import (
     place,
     refuse_dropping,
 )
-from edit_engine.edits.apply.source import Source, norm
+from edit_engine.edits.apply.source import Source, indent_width, norm
 from edit_engine.engine.results import MAX_DOCUMENT_CHARS, Pass
 from edit_engine.syntax import repair
 from edit_engine.syntax import trees as syntax
@@ -140,8 +141,42 @@ def _plan(original: str, update: str, language: str, should_stop: Callable[[], b
     except RecursionError:
         raise ValueError("the original or the update nests too deeply to analyse") from None
     plan.text, plan.segments = _render(plan)
+    if plan.text == original:
+        raise ValueError("the update changes nothing: each of its chunks already stands in the original as it is. "
+                         "If it deletes lines, its context lines also stand side by side elsewhere: show a line or "
+                         "two more around the deletion")
+    _check_doubled(plan)
     _check_parse(original, plan)
     return plan
+
+
+_HEADER = re.compile(r"^\s*(?:(?:pub(?:\([a-z]+\))?|export|async|static|public|private|protected)\s+)*"
+                     r"(?:def|class|fn|func|function|impl|struct|enum|trait|interface)\b")
+
+
+def _check_doubled(plan: _Plan) -> None:
+    """Raise ValueError when a chunk's placement leaves a definition header written twice side by side: the
+    chunk holds it once and so do the original lines kept just beside it (a few rows away, in the same block),
+    once. The chunk then rewrote a definition but went beside it instead of over it."""
+    if all(s.kind == "whole" for s in plan.spots):
+        return
+    src = plan.src
+    for ch, s in zip(plan.chunks, plan.spots, strict=True):
+        heads = [x for x in dict.fromkeys(s.lines) if _HEADER.match(x)]  # in the chunk's order
+        reach = len(s.lines) + 2
+        for x in heads:
+            if src.lines.count(x) != 1 or ch.lines.count(x) != 1:
+                continue
+            r, ind, at = src.lines.index(x), indent_width(x), s.lines.index(x)
+            if s.a <= r < s.b:
+                continue  # the span it replaces holds it
+            between = src.lines[r + 1 : s.a] + s.lines[:at] if r < s.a else s.lines[at + 1 :] + src.lines[s.b : r]
+            if len(between) > reach or any(y.strip() and indent_width(y) < ind for y in between):
+                continue  # far, or in another block (an if/else defining it each way)
+            raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)})"
+                             f" would leave {x.strip()[:60]!r} twice, its own copy beside the original's: it "
+                             "rewrites that definition but does not anchor over it; nothing was changed (show "
+                             "a line or two more around the change)")
 
 
 def _check_parse(original: str, plan: _Plan) -> None:
