@@ -807,3 +807,18 @@ def test_blank_lines_before_a_shallower_marker_close_the_block() -> None:
     with pytest.raises(ValueError, match="changes nothing"):
         merge(original, "# ... existing code ...\n    seen = set()\n    count = 0\n\n# ... existing code ...\n",
               "python")
+
+
+def test_a_rewrite_that_anchors_nowhere_is_refused_not_inserted() -> None:
+    """A method shown without its class, whose name two classes define and whose lines are all new, rewrites one
+    of them: inserting it as new code would double one and misplace the other."""
+    original = ("class Stack:\n    def clear(self):\n        self.items = []\n\n\n"
+                "class Queue:\n    def clear(self):\n        self.items = []\n")
+    update = "# ... existing code ...\n    def clear(self, deep=False):\n        self.items.clear()\n# ... existing code ...\n"
+    with pytest.raises(ValueError, match="defines at 2 places"):
+        merge(original, update, "python")
+    # Indented, anchored nowhere, with nothing at its level in the original (a file the parser half reads): it
+    # is not put at the top level as if it were a function.
+    update = "# ... existing code ...\n    def pop(self, key):\n        return self.maps[0].pop(key)\n# ... existing code ...\n"
+    with pytest.raises(ValueError, match="defines 'pop' indented"):
+        merge("def helper():\n    return 1\n", update, "python")

@@ -38,7 +38,10 @@ A chat model that edits a file writes only what changes, the rest elided by mark
    candidate places, or is inserted when it defines something new, else refused (``ValueError`` with the span
    and the count). An update without markers is taken literally and not guarded.
 5. **What is left.** A chunk with no anchor that defines something new is inserted after the last definition
-   at its level before the next placed chunk (or, when it opens the update, before the first). A chunk whose
+   at its level before the next placed chunk (or, when it opens the update, before the first). One whose
+   definition the original has under that name and indentation (at places it could not tell apart) rewrites
+   it, and one indented with nothing at its level to go beside is inside code the original does not show:
+   both are refused, never inserted as new code. A chunk whose
    lines match several places and none uniquely is ambiguous: of the places where it changes something,
    spanning at most twice its lines, the one clearly most like it (``placing.CLEAR_MARGIN``) wins; where
    several remain alike the update is refused (``ValueError`` naming the chunk and the places): a merge is

@@ -81,9 +81,13 @@ def _shown_end(src: Source, ch: Chunk, d: Definition, o: Definition) -> int:
     when the chunk's last line is a line of ``o``'s body found at one place (told apart by its indentation
     and the chunk's lines before it, when it is found at several), with more of ``o`` after it, the
     chunk shows ``o``'s beginning and the marker stands for the rest (the row after that line); else ``o``'s
-    end (the chunk shows the whole definition)."""
-    last = next((i for i in range(len(ch.lines) - 1, d.inner, -1) if ch.lines[i].strip()), -1)
-    if last < 0 or not _telling(ch.lines[last]):
+    end (the chunk shows the whole definition). A last line that tells nothing (``\"\"\"``, ``)``) counts when
+    the last telling line before it is found so and the lines between follow it in ``o`` as in the chunk."""
+    end = next((i for i in range(len(ch.lines) - 1, d.inner, -1) if ch.lines[i].strip()), -1)
+    # A last line that tells nothing (a docstring's closing quotes, a bracket) is placed by the last telling line
+    # before it, the lines between standing right after that one in the original too.
+    last = next((i for i in range(end, d.inner, -1) if _telling(ch.lines[i])), -1)
+    if last < 0:
         return o.end
     key = norm(ch.lines[last])
     budget.spend(o.end - o.inner)
@@ -95,8 +99,10 @@ def _shown_end(src: Source, ch: Chunk, d: Definition, o: Definition) -> int:
         budget.spend(len(rows))
         rows = [r for r in rows if r - k > o.inner and src.norm[r - k] == norm(ch.lines[last - k])]
         k += 1
-    if len(rows) == 1 and any(src.norm[r] for r in range(rows[0] + 1, o.end)):
-        return rows[0] + 1
+    tail = end - last
+    if len(rows) == 1 and all(src.same(rows[0] + k, ch.lines[last + k]) for k in range(1, tail + 1)) and \
+            any(src.norm[r] for r in range(rows[0] + tail + 1, o.end)):
+        return rows[0] + tail + 1
     return o.end
 
 

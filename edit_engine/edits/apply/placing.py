@@ -302,6 +302,10 @@ def insert(src: Source, ch: Chunk, lo: int, hi: int) -> Spot:
     budget.spend(len(src.defs))
     sibs = [o for o in src.defs if o.parent == cont and o.indent == d0.indent and lo <= o.start and o.end <= hi]
     where = "at the top level" if cont < 0 else f"in {'.'.join(src.defs[cont].qual)}"
+    if cont < 0 and d0.indent > 0 and not sibs:
+        raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, "
+                         f"starting {ch.lines[0].strip()[:60]!r}) anchors nowhere and defines {d0.name!r} indented, "
+                         "inside something the original does not show at that level: show the definition around it")
     if not ch.marker_before and sibs:  # the update opens with it: before the first definition
         o = sibs[0]
         gap = _blank_run(src, o.start - 1, -1) or 1
