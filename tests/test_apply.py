@@ -822,3 +822,13 @@ def test_a_rewrite_that_anchors_nowhere_is_refused_not_inserted() -> None:
     update = "# ... existing code ...\n    def pop(self, key):\n        return self.maps[0].pop(key)\n# ... existing code ...\n"
     with pytest.raises(ValueError, match="defines 'pop' indented"):
         merge("def helper():\n    return 1\n", update, "python")
+
+
+def test_more_blank_lines_before_a_marker_widen_the_spacing() -> None:
+    """Imports rewritten with two blank lines after them where the original had one: the spacing the update
+    shows is kept where the chunk changes something; a chunk that changes nothing widens nothing."""
+    original = "import os\nimport sys\n\nVALUE = 1\n"
+    update = "import os\nimport re\n\n\n# ... existing code ...\n"
+    assert merge(original, update, "python").text == "import os\nimport re\n\n\nVALUE = 1\n"
+    with pytest.raises(ValueError, match="changes nothing"):
+        merge(original, "import os\nimport sys\n\n\n# ... existing code ...\n", "python")

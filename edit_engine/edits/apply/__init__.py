@@ -15,7 +15,8 @@ A chat model that edits a file writes only what changes, the rest elided by mark
    chunk's edges are formatting around the markers and are dropped (the original's spacing stays), unless new
    lines at that edge meet original code with no blank line between. Blank lines before a marker less indented
    than the chunk's last line close that block: the original's lines after the chunk's place as deep as that
-   line, up to its next blank line, go (``placing._closed_block``).
+   line, up to its next blank line, go (``placing._closed_block``); more blank lines before a marker than the
+   original has there widen its spacing, where the chunk changes something.
 2. **Definitions.** A chunk is parsed with tree-sitter (``edit_engine.syntax.trees``). A complete definition in it
    (``def f``/``class C``, ``function f``, ``fn f``, ``impl T``, ``func (r T) f``...) replaces the original
    definition of the same name at the same indentation; nesting is respected: a method shown under its class

@@ -210,6 +210,12 @@ def _edges(src: Source, ch: Chunk, spot: Spot, i: int, j: int, last: bool) -> Sp
     # original has blank lines there already.
     lead = ch.blanks[0] if i > 0 and 0 < spot.a and src.lines[spot.a - 1].strip() else 0
     trail = ch.blanks[1] if j < n - 1 and spot.b < src.n and src.lines[spot.b].strip() else 0
+    if not trail and ch.marker_after and src.lines[spot.a : spot.b] != ch.lines:
+        # More blank lines before the marker than the original has there before its next line: the update
+        # widens the spacing (two blank lines after imports, say), where it changes something else too.
+        have = _blank_run(src, spot.b, 1)
+        if spot.b + have < src.n and 0 < have < ch.blanks[1]:
+            trail = ch.blanks[1] - have
     if lead or trail:
         spot.lines = [""] * lead + spot.lines + [""] * trail
     return spot
