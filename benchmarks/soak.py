@@ -138,8 +138,9 @@ async def http_client(cid: int, base: str, deadline: float, work: list[tuple[str
             try:
                 if rng.random() < a.malformed:
                     t.add("malformed")
-                    bad = rng.choice([{"content": b"{not json"}, {"json": {**body, "max_tokens": "many"}},
-                                      {"json": {**body, "model": "no-such-model"}}, {"json": {"prompt": 3}}])
+                    bad: dict[str, Any] = rng.choice([
+                        {"content": b"{not json"}, {"json": {**body, "max_tokens": "many"}},
+                        {"json": {**body, "model": "no-such-model"}}, {"json": {"prompt": 3}}])
                     r = await c.post("/v1/completions", headers={"Content-Type": "application/json"}, **bad)
                     t.add("malformed_refused" if r.status_code >= 400 else "malformed_accepted")
                     continue
@@ -330,7 +331,7 @@ async def cache_mib(base: str) -> float:
     return round(sum(held) / 2**20, 1) if held else float("nan")
 
 
-def _pct(xs: list[float], q: float) -> float:
+def _pct(xs: list[float], q: int) -> float:
     return round(statistics.quantiles(xs, n=100)[q - 1], 1) if len(xs) >= 2 else float("nan")
 
 
