@@ -1,15 +1,21 @@
 """Apply on real hunks: each next-edit case's target hunk turned into a marker snippet, merged into its file.
 
 For every case of a next-edit set (``--set history``: cut from a git repository's history, by default this one;
-``--set releases``: the held-out release histories, ``benchmarks/release_edits.py --out``), the target hunk's new
-lines with ``--context`` lines of the file before and after it (1, 2 and 5 by default), and a
-``# ... existing code ...`` marker on each side that does not reach the file's edge, are the update snippet; the
-file after the hunk is the target. ``Engine.apply``'s merge (``edits.apply.merge``: no model) answers with the
-file, or refuses (ValueError). Counted per context: exact, refused, wrong merges (a file that differs: the
-failure that matters, since a refusal is seen and a wrong merge may not be). Prints a table; ``--json PATH``
-writes the counts and the ids of the wrong merges.
+``--set releases``: release histories written by ``benchmarks/release_edits.py``, the held-out ones by default),
+the target hunk's new lines with ``--context`` lines of the file before and after it (1, 2 and 5 by default;
+``--count nonblank``: as many non-blank lines, with the blank ones between them; ``both``, the default, gives a
+row each), and a ``# ... existing code ...`` marker on each side that does not reach the file's edge, are the
+update snippet; the file after the hunk is the target. ``Engine.apply``'s merge (``edits.apply.merge``: no
+model) answers with the file, or refuses (ValueError). Counted per context: exact, refused, wrong merges (a
+file that differs: the failure that matters, since a refusal is seen and a wrong merge may not be). Prints a
+table; ``--json PATH`` writes the counts and the ids of the wrong merges.
+
+Development sets: this repository's history, and the release histories of the edit model's training packages
+(``release_edits.py --set train``, 1,612 hunks). The held-out release set is for reporting.
 
     python benchmarks/apply_hunks.py --set history --context 1 2 5 --json runs/apply_hunks.json
+    python benchmarks/release_edits.py --set train --out runs/edit_train_releases
+    python benchmarks/apply_hunks.py --set releases --data runs/edit_train_releases
     python benchmarks/apply_hunks.py --set releases --data runs/release_edits
 """
 
