@@ -296,7 +296,18 @@ def _blank_run(src: Source, p: int, step: int) -> int:
 def insert(src: Source, ch: Chunk, lo: int, hi: int) -> Spot:
     """A chunk that anchors nowhere but defines something new: after the last definition at its level in
     [lo, hi) (inside the definition the previous chunk ended in, or the one its open headers name), with the
-    spacing used between those definitions; when it opens the update, before the first one."""
+    spacing used between those definitions; when it opens the update, before the first one. ValueError when
+    the original has one of its definitions (same name and indentation: a rewrite of one this chunk could not
+    tell apart), or when it is indented with nothing at its level to go beside."""
+    for k, _ in ch.units:  # a definition the original has: a rewrite of one it could not tell apart
+        d = ch.defs[k]
+        same = [o.start + 1 for o in (src.defs[j] for j in src.by_name.get(d.name, ())) if o.indent == d.indent]
+        if same:
+            rows = ", ".join(map(str, same[:6])) + (", ..." if len(same) > 6 else "")
+            raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, "
+                             f"starting {ch.lines[0].strip()[:60]!r}) rewrites {d.name!r}, which the original "
+                             f"defines at {len(same)} places it cannot tell apart (lines {rows}): show the "
+                             "definition around it (its class header), or a line only that place has")
     d0, path = ch.defs[ch.units[0][0]], ch.units[0][1]
     cont = -1
     if path:
