@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_engine.edits.apply import merge
+from edit_engine.eval.apply_set import context_span
 from edit_engine.eval.next_edit_history import history_cases
 from edit_engine.eval.next_edit_set import NextEditCase
 from edit_engine.eval.release_edits import load_cases as release_cases
@@ -49,19 +50,9 @@ def snippet(case: NextEditCase, context: int, nonblank: bool = False) -> tuple[s
     i1, i2, j1, j2 = ops[0][1], ops[-1][2], ops[0][3], ops[-1][4]
     s, e = max(0, i1 - context), min(len(rows), i2 + context)
     if nonblank:
-        s, e = _reach(rows, i1, -1, context), _reach(rows, i2, 1, context)
+        s, e = context_span(rows, i1, i2, context)
     text = (MARKER if s > 0 else "") + "".join(rows[s:i1] + new[j1:j2] + rows[i2:e]) + (MARKER if e < len(rows) else "")
     return text, after
-
-
-def _reach(rows: list[str], p: int, step: int, k: int) -> int:
-    """The row bound from ``p`` that takes in ``k`` non-blank rows going up (``step`` -1) or down (+1)."""
-    seen = 0
-    while seen < k and (p > 0 if step < 0 else p < len(rows)):
-        row = rows[p - 1] if step < 0 else rows[p]
-        p += step
-        seen += bool(row.strip())
-    return p
 
 
 def run(cases: list[NextEditCase], context: int, nonblank: bool = False) -> dict[str, Any]:

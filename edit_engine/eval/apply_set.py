@@ -54,7 +54,7 @@ def _lines(text: str) -> list[str]:
     return rows[:-1] if rows and rows[-1] == "" else rows
 
 
-def _context(rows: list[str], j1: int, j2: int, ctx: int) -> tuple[int, int]:
+def context_span(rows: list[str], j1: int, j2: int, ctx: int) -> tuple[int, int]:
     """[s, e) around rows [j1, j2) holding ``ctx`` non-blank rows on each side (fewer at the file's ends)."""
     s, seen = j1, 0
     while s > 0 and seen < ctx:
@@ -86,7 +86,7 @@ def _shown(rows: list[str], defs: list[Definition], old: dict[tuple[str, ...], D
                 out.append((defs[p].start, max(defs[p].body, defs[p].inner + 1)))
                 p = defs[p].parent
             return out, "definition"
-    return [_context(rows, j1, j2, ctx)], "lines"
+    return [context_span(rows, j1, j2, ctx)], "lines"
 
 
 def snippet(before: str, after: str, language: str = "python", context: int = 3) -> tuple[str, str] | None:
