@@ -7,8 +7,10 @@ the target hunk's new lines with ``--context`` lines of the file before and afte
 row each), and a ``# ... existing code ...`` marker on each side that does not reach the file's edge, are the
 update snippet; the file after the hunk is the target. ``Engine.apply``'s merge (``edits.apply.merge``: no
 model) answers with the file, or refuses (ValueError). Counted per context: exact, refused, wrong merges (a
-file that differs: the failure that matters, since a refusal is seen and a wrong merge may not be). Prints a
-table; ``--json PATH`` writes the counts and the ids of the wrong merges.
+file that differs: the failure that matters, since a refusal is seen and a wrong merge may not be) and, of
+those, the ones that lose code (``lost``: a non-blank line the target has is missing; the others only keep
+lines the edit deleted, or double some). Prints a table; ``--json PATH`` writes the counts and the ids of the
+wrong merges.
 
 Development sets: this repository's history, and the release histories of the edit model's training packages
 (``release_edits.py --set train``, 1,612 hunks). The held-out release set is for reporting.
@@ -25,6 +27,7 @@ import argparse
 import difflib
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +58,16 @@ def snippet(case: NextEditCase, context: int, nonblank: bool = False) -> tuple[s
     return text, after
 
 
+def lost_lines(merged: str, target: str) -> list[str]:
+    """The non-blank lines the target has that a wrong merge lacks (counted with repeats): code it destroyed,
+    where a merge that only keeps lines the edit deleted (or doubles some) loses none."""
+    have = Counter(x.strip() for x in merged.splitlines() if x.strip())
+    want = Counter(x.strip() for x in target.splitlines() if x.strip())
+    return sorted((want - have).elements())
+
+
 def run(cases: list[NextEditCase], context: int, nonblank: bool = False) -> dict[str, Any]:
-    counts = {"cases": 0, "exact": 0, "refused": 0, "wrong": 0}
+    counts = {"cases": 0, "exact": 0, "refused": 0, "wrong": 0, "lost": 0}
     wrong: list[str] = []
     ms: list[float] = []
     for c in cases:
@@ -77,6 +88,7 @@ def run(cases: list[NextEditCase], context: int, nonblank: bool = False) -> dict
             counts["exact"] += 1
         else:
             counts["wrong"] += 1
+            counts["lost"] += bool(lost_lines(text, target))
             wrong.append(c.case_id)
     ms.sort()
     return {"context": context, **counts, "p50_ms": ms[len(ms) // 2] if ms else 0.0, "wrong_ids": wrong}
@@ -96,10 +108,11 @@ def main() -> None:
     modes = {"lines": [False], "nonblank": [True], "both": [False, True]}[a.count]
     rows = [{**run(cases, k, nb), "count": "nonblank" if nb else "lines"} for nb in modes for k in a.context]
     print(f"apply on real hunks ({a.set}): exact / refused / wrong merges, of the cases")
-    print(f"{'context':>9} {'counted':>9} {'cases':>6} {'exact':>6} {'refused':>8} {'wrong':>6} {'p50 ms':>7}")
+    print(f"{'context':>9} {'counted':>9} {'cases':>6} {'exact':>6} {'refused':>8} {'wrong':>6} {'lost':>5} "
+          f"{'p50 ms':>7}")
     for r in rows:
         print(f"{r['context']:>9} {r['count']:>9} {r['cases']:>6} {r['exact']:>6} {r['refused']:>8} {r['wrong']:>6} "
-              f"{r['p50_ms']:>7.1f}")
+              f"{r['lost']:>5} {r['p50_ms']:>7.1f}")
     if a.json:
         Path(a.json).write_text(json.dumps({"set": a.set, "rows": rows}, indent=1))
 

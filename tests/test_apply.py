@@ -781,6 +781,37 @@ def test_a_definition_left_twice_side_by_side_is_refused() -> None:
     assert merge(original, whole, "python").text.count("class _Client") == 1
 
 
+def test_a_place_that_would_cut_a_definition_from_its_header_is_passed_over() -> None:
+    """Two functions alike; the chunk rewrites the second one's ``raise`` into the form the first one has, so its
+    leading lines read as the first function's and its last line is the second's: the lines between them (the
+    first one's return, the second one's header) would go and the second one's body join the first. That place
+    is passed over, and the one where both its ends stand in the second function is taken."""
+    body = ('    """Run it{}."""\n    try:\n        backend = local.backend\n        token = local.token\n'
+            "    except AttributeError:\n{}\n\n    return backend.run_{}(func, token=token)\n")
+    multi = '        raise RuntimeError(\n            "only from a worker thread"\n        ) from None'
+    one = '        raise RuntimeError("only from a worker thread")'
+    original = ("def run(func):\n" + body.format("", multi, "async") + "\n\ndef run_sync(func):\n"
+                + body.format(" synchronously", one, "sync") + "\n\ndef later():\n    return 1\n")
+    update = ("# ... existing code ...\n        token = local.token\n    except AttributeError:\n" + multi
+              + "\n\n    return backend.run_sync(func, token=token)\n# ... existing code ...\n")
+    assert merge(original, update, "python").text == original.replace(one, multi)
+
+
+def test_methods_of_one_name_told_apart_by_the_lines_around_them() -> None:
+    """``def __init__(self):`` in two classes, its first line in a third: the method's own lines find it in one
+    class, and there it is rewritten as a whole, its old last line replaced, not kept after the new one."""
+    cls = ("class {}:\n    \"\"\"A {}.\"\"\"\n\n    def __init__(self{}):\n        self._waiters = {}\n"
+           "        self._{} = {}\n")
+    original = (cls.format("Lock", "lock", "", "None", "locked", "False") + "\n    def locked(self):\n"
+                "        return self._locked\n\n\n" + cls.format("Event", "event", "", "[]", "value", "False")
+                + "\n\n" + cls.format("Semaphore", "semaphore", ", value=1", "None", "value", "value"))
+    update = ("# ... existing code ...\nclass Lock:\n    # ... existing code ...\n    def __init__(self):\n"
+              "        self._waiters = None\n        self._held = 0\n    # ... existing code ...\n")
+    r = merge(original, update, "python")
+    assert r.text == original.replace("        self._locked = False\n", "        self._held = 0\n", 1)
+    assert r.placements[-1].kind == "definition"
+
+
 def test_an_update_that_changes_nothing_is_refused() -> None:
     """A deleted block between two lines that also stand side by side elsewhere: the snippet reads as the file
     unchanged, and saying so beats returning it as if applied."""

@@ -37,7 +37,10 @@ A chat model that edits a file writes only what changes, the rest elided by mark
    chunk shows whole) — more than ``DROP_FLOOR`` plus ``DROP_RATIO`` times the chunk's own lines — is passed
    over: a definition's context lines become new lines beside it, a chunk placed by lines takes another of its
    candidate places, or is inserted when it defines something new, else refused (``ValueError`` with the span
-   and the count). An update without markers is taken literally and not guarded.
+   and the count). So is a place whose span deletes a definition's header and other lines the update does not
+   show while ending inside that definition's body (``Guard.cut``: the body would join the code before it).
+   Definitions of one name that their own lines cannot tell apart are told apart by where the chunk's lines
+   are found (``definitions.told_apart``). An update without markers is taken literally and not guarded.
 5. **What is left.** A chunk with no anchor that defines something new is inserted after the last definition
    at its level before the next placed chunk (or, when it opens the update, before the first). One whose
    definition the original has under that name and indentation (at places it could not tell apart) rewrites

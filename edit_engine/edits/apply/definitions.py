@@ -67,7 +67,23 @@ def def_anchor(src: Source, ch: Chunk, unit: tuple[int, tuple[str, ...]], lo: in
         inside = _alike(src, ch, d, inside)
     if len(inside) != 1:
         return None
-    o = src.defs[inside[0]]
+    return anchor_at(src, ch, d, src.defs[inside[0]])
+
+
+def told_apart(src: Source, ch: Chunk, unit: tuple[int, tuple[str, ...]], a: int, b: int) -> int | None:
+    """The one original definition of the unit's name, indentation and path whose header lies in rows [a, b)
+    (where the chunk's lines were found), or None: the lines around a definition tell apart the ones its own
+    lines cannot (``def __init__(self):`` in several classes)."""
+    i, path = unit
+    d = ch.defs[i]
+    want = (*path, d.name)
+    hits = [j for j in src.by_name.get(d.name, ()) if src.defs[j].indent == d.indent and src.defs[j].clean
+            and src.defs[j].qual[-len(want):] == want and a <= src.defs[j].inner < b]
+    return hits[0] if len(hits) == 1 else None
+
+
+def anchor_at(src: Source, ch: Chunk, d: Definition, o: Definition) -> tuple[int, int, str]:
+    """The original rows the chunk's closed definition ``d`` replaces when it rewrites ``o``, and a note."""
     # Decorators / attributes the chunk does not show stay (the marker before it stands for them).
     start, note = (o.start if d.start < d.inner else o.inner), ".".join(o.qual)
     end = _shown_end(src, ch, d, o) if ch.marker_after and d.end >= len(ch.lines) else o.end

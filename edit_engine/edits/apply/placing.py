@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from edit_engine.edits import budget
 from edit_engine.edits.apply.anchoring import Ends, back, forward, scan, search_windows, toward
 from edit_engine.edits.apply.chunks import Chunk
-from edit_engine.edits.apply.definitions import def_anchor
+from edit_engine.edits.apply.definitions import anchor_at, def_anchor, told_apart
 from edit_engine.edits.apply.source import Source, indent_width
 
 MAX_CANDIDATES = 16  # ambiguous chunks: candidate places weighed (the first ones after the previous chunk)
@@ -70,11 +70,33 @@ class Guard:
         return sum(1 for r in range(spot.a, spot.b) if norm[r] and norm[r] not in shown
                    and not any(s <= r < e for s, e in spot.kept))
 
+    def cut(self, spot: Spot) -> int | None:
+        """The row of an original definition's header that the spot replaces while the spot ends inside that
+        definition's body (what follows, the chunk's last line among it, stays), with no line of the spot's like
+        it (as indented, the same first word: ``def``, ``class``...) to head that body, and other lines the update
+        does not show go with it: the body would join the code before it, which the chunk's lines, found at
+        the wrong places, more often mean than an edit does (None: no such row). A header alone between two
+        lines shown side by side goes: that deletion is what the update says."""
+        src = self.src
+        for d in src.defs:
+            if d.inner >= spot.b:
+                break
+            if not spot.a <= d.inner < spot.b - 1 < d.end:
+                continue
+            header = src.lines[d.inner]
+            word, ind = header.split(None, 1)[0], indent_width(header)
+            if any(x.strip() and indent_width(x) == ind and x.split(None, 1)[0] == word for x in spot.lines):
+                continue
+            # Only the header goes, the lines around it shown side by side: the update deletes it, as it says.
+            if any(src.norm[r] and src.norm[r] not in self.shown for r in range(spot.a, spot.b) if r != d.inner):
+                return d.inner
+        return None
+
     def ok(self, ch: Chunk, spot: Spot) -> bool:
         if not self.active or spot.kind in ("inserted", "whole"):
             return True
         limit = self.limit(ch)
-        return spot.b - spot.a <= limit or self.dropped(spot) <= limit
+        return (spot.b - spot.a <= limit or self.dropped(spot) <= limit) and self.cut(spot) is None
 
 
 # ---------------------------------------------------------------------------------------------------- one chunk
@@ -97,7 +119,20 @@ def place(src: Source, ch: Chunk, lo: int, hi: int, strict: bool, names: set[str
                  ch.defs, ch.units, items)
     if anchors:
         return _around_defs(src, view, anchors, lo, hi, last, guard)
-    return _by_lines(src, view, lo, hi, strict, last, guard)
+    spot = _by_lines(src, view, lo, hi, strict, last, guard)
+    if isinstance(spot, Spot) and ch.units:
+        # Its definitions that could not be told apart by name, told apart by where its lines were found: each
+        # replaces that definition as a whole (the lines alone would keep what the chunk no longer shows).
+        found = [(ch.defs[u[0]], told_apart(src, ch, u, spot.a, spot.b)) for u in ch.units]
+        if all(j is not None for _, j in found):
+            placed = [(d.start, min(d.end, len(ch.lines)), *anchor_at(src, ch, d, src.defs[j]))
+                      for d, j in found if j is not None]
+            if all(x[2] >= y[3] for y, x in zip(placed, placed[1:], strict=False)):
+                try:
+                    return _around_defs(src, view, placed, lo, hi, last, guard)
+                except ValueError:
+                    pass  # its lines beside those definitions drop too much: the lines' own place stands
+    return spot
 
 
 def _around_defs(src: Source, ch: Chunk, anchors: list[tuple[int, int, int, int, str]], lo: int, hi: int,
@@ -369,9 +404,13 @@ def refuse_dropping(src: Source, ch: Chunk, lo: int, hi: int, names: set[str], l
     if not spots:
         return
     s = min(spots, key=lambda c: c.b - c.a)
-    raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, starting "
-                     f"{ch.lines[0].strip()[:60]!r}) is not applied: its anchoring would replace original lines "
-                     f"{s.a + 1}-{s.b} and drop {guard.dropped(s)} of them that appear nowhere in the update (at most "
+    head = f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, starting " \
+           f"{ch.lines[0].strip()[:60]!r}) is not applied: its anchoring would replace original lines {s.a + 1}-{s.b}"
+    row = guard.cut(s)
+    if row is not None and guard.dropped(s) <= guard.limit(ch):
+        raise ValueError(f"{head}, among them line {row + 1} ({src.lines[row].strip()[:60]!r}) but not the rest of "
+                         "that definition; show more lines around the edit, or that definition whole")
+    raise ValueError(f"{head} and drop {guard.dropped(s)} of them that appear nowhere in the update (at most "
                      f"{guard.limit(ch)} for a chunk of its size); put a '... existing code ...' marker where "
                      "original code stays, or show more lines around the edit")
 
