@@ -9,6 +9,7 @@ stream, the websocket); and the apply benchmark on the synthetic set built from 
 from __future__ import annotations
 
 import json
+import keyword
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -463,7 +464,13 @@ def test_update_without_markers_is_not_guarded() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- property
-_NAMES = st.lists(st.from_regex(r"[a-z]{3,8}", fullmatch=True), min_size=2, max_size=6, unique=True)
+_RESERVED = frozenset(keyword.kwlist) | {  # names no definition can take, in Python or JavaScript
+    "break", "case", "catch", "class", "const", "continue", "debugger", "default", "delete", "do", "else", "enum",
+    "export", "extends", "false", "finally", "for", "function", "if", "import", "in", "instanceof", "let", "new",
+    "null", "return", "super", "switch", "this", "throw", "true", "try", "typeof", "var", "void", "while", "with",
+    "yield", "await", "static", "implements", "interface", "package", "private", "protected", "public"}
+_NAMES = st.lists(st.from_regex(r"[a-z]{3,8}", fullmatch=True).filter(lambda n: n not in _RESERVED), min_size=2,
+                  max_size=6, unique=True)
 _STATEMENTS = st.lists(st.sampled_from(["x = 1", "y = x + 2", "print(x)", "total += 1", "return x",
                                         "items.append(y)", "if x:", "pass"]), min_size=1, max_size=5)
 
@@ -489,17 +496,25 @@ def _as_merged(changed: str, old: str) -> str:
     with more of ``old`` after it, it shows ``old``'s beginning and
     the marker keeps the rest; else it replaces ``old`` whole."""
     new_rows, old_rows = changed.splitlines(True), old.splitlines(True)
-    last = new_rows[-1]
+
+    def telling(x: str) -> bool:  # a line that tells places apart: some word in it, four characters at least
+        return len("".join(x.split())) >= 4 and any(c.isalnum() for c in x)
+
+    # A last line that tells nothing is placed by the last telling line before it.
+    j = next((i for i in range(len(new_rows) - 1, 0, -1) if telling(new_rows[i])), 0)
+    if not j:
+        return changed
+    last, tail = new_rows[j], len(new_rows) - 1 - j
     at = [i for i in range(1, len(old_rows)) if old_rows[i].split() == last.split()]
     if len(at) > 1:  # told apart by indentation, then by the lines before it
         at = [i for i in at if old_rows[i] == last] or at
     k = 1
-    while len(at) > 1 and len(new_rows) - 1 - k > 0:
-        at = [i for i in at if i - k > 0 and old_rows[i - k].split() == new_rows[-1 - k].split()]
+    while len(at) > 1 and j - k > 0:
+        at = [i for i in at if i - k > 0 and old_rows[i - k].split() == new_rows[j - k].split()]
         k += 1
-    telling = len("".join(last.split())) >= 4 and any(c.isalnum() for c in last)  # a line that tells places apart
-    if telling and len(at) == 1 and any(x.strip() for x in old_rows[at[0] + 1 :]):
-        return changed + "".join(old_rows[at[0] + 1 :])
+    if len(at) == 1 and all(at[0] + m < len(old_rows) and old_rows[at[0] + m].split() == new_rows[j + m].split()
+                            for m in range(1, tail + 1)) and any(x.strip() for x in old_rows[at[0] + tail + 1 :]):
+        return changed + "".join(old_rows[at[0] + tail + 1 :])
     return changed
 
 
@@ -810,6 +825,64 @@ def test_methods_of_one_name_told_apart_by_the_lines_around_them() -> None:
     r = merge(original, update, "python")
     assert r.text == original.replace("        self._locked = False\n", "        self._held = 0\n", 1)
     assert r.placements[-1].kind == "definition"
+
+
+def test_a_definition_shown_with_its_docstring_alone_keeps_its_code() -> None:
+    """A method shown with a rewritten docstring and nothing after it, a marker next: the marker keeps the
+    method's code. It was replaced whole, the function left a docstring."""
+    original = textwrap.dedent('''\
+        class Processor:
+            def test(self, block):
+                return True
+
+            def run(self, blocks):
+                """
+                Find and remove all Abbreviation references from the text.
+                """
+                block = blocks.pop(0)
+                return bool(block)
+        ''')
+    update = textwrap.dedent('''\
+        # ... existing code ...
+            def run(self, blocks):
+                """
+                Find and remove all abbreviation references from the text.
+                """
+        # ... existing code ...
+        ''')
+    assert merge(original, update, "python").text == original.replace("Abbreviation", "abbreviation")
+
+
+def test_a_header_rewritten_into_the_form_another_has_goes_where_its_body_is() -> None:
+    """Two ``__setitem__`` methods; the chunk rewrites the second one's header into the form the first one's
+    already has. The header alone pointed at the first (whose body holds none of the chunk's lines); the body
+    lines point at the second, and they decide."""
+    original = textwrap.dedent("""\
+        class Base:
+            def __setitem__(self, key: Key | str, value: Any) -> None:
+                self._value[key] = value
+                self._changed = True
+
+
+        class Table(Base):
+            def render(self):
+                return buf
+
+            def __setitem__(self, key: Union[Key, str], value: Any) -> None:
+                if hasattr(value, "trivia") and value.trivia.comment:
+                    value.trivia.comment = ""
+                super().__setitem__(key, value)
+        """)
+    update = textwrap.dedent("""\
+        # ... existing code ...
+                return buf
+
+            def __setitem__(self, key: Key | str, value: Any) -> None:
+                if hasattr(value, "trivia") and value.trivia.comment:
+                    value.trivia.comment = ""
+        # ... existing code ...
+        """)
+    assert merge(original, update, "python").text == original.replace("Union[Key, str]", "Key | str")
 
 
 def test_an_update_that_changes_nothing_is_refused() -> None:

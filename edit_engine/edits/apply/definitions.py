@@ -119,7 +119,27 @@ def _shown_end(src: Source, ch: Chunk, d: Definition, o: Definition) -> int:
     if len(rows) == 1 and all(src.same(rows[0] + k, ch.lines[last + k]) for k in range(1, tail + 1)) and \
             any(src.norm[r] for r in range(rows[0] + tail + 1, o.end)):
         return rows[0] + tail + 1
-    return o.end
+    return _after_docstring(src, ch, d, o, end)
+
+
+def _after_docstring(src: Source, ch: Chunk, d: Definition, o: Definition, end: int) -> int:
+    """A definition shown with its docstring and nothing after it (a docstring rewritten) stops replacing ``o``
+    after ``o``'s own docstring when ``o`` has code after it: a function is never rewritten into a docstring
+    alone. ``o``'s end otherwise."""
+    body = [x.strip() for x in ch.lines[max(d.body, d.inner + 1) : end + 1] if x.strip()]
+    if not body or body[0][:3] not in ('"""', "'''") or body[-1][-3:] != body[0][:3] or \
+            (len(body) == 1 and len(body[0]) < 6) or any(x.count(body[0][:3]) % 2 for x in body[1:-1]):
+        return o.end
+    quote = body[0][:3]
+    r = max(o.body, o.inner + 1)
+    if r >= o.end or not src.lines[r].strip().startswith(quote):
+        return o.end
+    first = src.lines[r].strip()
+    if not (len(first) >= 6 and first.endswith(quote)):
+        r += 1
+        while r < o.end and quote not in src.lines[r]:
+            r += 1
+    return r + 1 if r + 1 < o.end and any(src.norm[x] for x in range(r + 1, o.end)) else o.end
 
 
 def _alike(src: Source, ch: Chunk, d: Definition, cands: list[int]) -> list[int]:
@@ -127,14 +147,16 @@ def _alike(src: Source, ch: Chunk, d: Definition, cands: list[int]) -> list[int]
     same, else the one holding the most of its body lines (a single best), else all of them."""
     head = norm(ch.lines[d.inner])
     same = [j for j in cands if src.norm[src.defs[j].inner] == head]
-    if len(same) == 1:
-        return same
     body = {norm(ch.lines[r]) for r in range(max(d.body, d.inner + 1), min(d.end, len(ch.lines)))
             if _telling(ch.lines[r])}
     budget.spend(sum(src.defs[j].end - src.defs[j].inner for j in cands))
     hits = {j: sum(src.norm[r] in body for r in range(src.defs[j].inner + 1, src.defs[j].end)) for j in cands}
     top = max(hits.values(), default=0)
     best = [j for j, h in hits.items() if h == top]
+    if len(same) == 1 and (hits[same[0]] or top == 0 or len(best) > 1):
+        return same
+    # The one header that reads the same holds none of the chunk's body lines while another holds them: the
+    # chunk rewrites that other one's header (to a form the first already has).
     return best if top > 0 and len(best) == 1 else cands
 
 
