@@ -23,7 +23,8 @@ A chat model that edits a file writes only what changes, the rest elided by mark
    header, or after a chunk placed inside that class, replaces that class's method. A definition that a deeper
    marker continues (``class C:`` followed by ``    # ...``) is open: only its header is context. A definition
    whose name is new but whose body mostly matches one original definition that the update no longer names is
-   that definition renamed. Decorators and attributes stay when the chunk shows the definition without them.
+   that definition renamed. Decorators and attributes stay when the chunk shows the definition without them;
+   so does the code after a docstring when the chunk shows the definition with its docstring alone.
 3. **Lines.** Around (or without) definitions, the chunk's first and last context lines are matched on the
    original as blocks of lines, exact first, then ignoring whitespace; unique matches only: in the whole file,
    then between the neighbouring chunks, then inside the definition the previous chunk ended in. Once one line
