@@ -27,12 +27,11 @@ import argparse
 import difflib
 import json
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from edit_engine.edits.apply import merge
-from edit_engine.eval.apply_set import context_span
+from edit_engine.eval.apply_set import context_span, lost_lines
 from edit_engine.eval.next_edit_history import history_cases
 from edit_engine.eval.next_edit_set import NextEditCase
 from edit_engine.eval.release_edits import load_cases as release_cases
@@ -56,14 +55,6 @@ def snippet(case: NextEditCase, context: int, nonblank: bool = False) -> tuple[s
         s, e = context_span(rows, i1, i2, context)
     text = (MARKER if s > 0 else "") + "".join(rows[s:i1] + new[j1:j2] + rows[i2:e]) + (MARKER if e < len(rows) else "")
     return text, after
-
-
-def lost_lines(merged: str, target: str) -> list[str]:
-    """The non-blank lines the target has that a wrong merge lacks (counted with repeats): code it destroyed,
-    where a merge that only keeps lines the edit deleted (or doubles some) loses none."""
-    have = Counter(x.strip() for x in merged.splitlines() if x.strip())
-    want = Counter(x.strip() for x in target.splitlines() if x.strip())
-    return sorted((want - have).elements())
 
 
 def run(cases: list[NextEditCase], context: int, nonblank: bool = False) -> dict[str, Any]:

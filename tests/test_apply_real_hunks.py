@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-from collections import Counter
 from functools import cache
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 
 import edit_engine
 from edit_engine.edits.apply import merge
-from edit_engine.eval.apply_set import context_span
+from edit_engine.eval.apply_set import context_span, lost_lines
 
 MARKER = "# ... existing code ..."
 
@@ -64,12 +63,6 @@ def _snippet(before: list[str], after: list[str], context: int) -> str:
     return "\n".join(([MARKER] if s > 0 else []) + after[s:e] + ([MARKER] if e < len(after) else [])) + "\n"
 
 
-def _lost(merged: str, target: str) -> list[str]:
-    have = Counter(x.strip() for x in merged.splitlines() if x.strip())
-    want = Counter(x.strip() for x in target.splitlines() if x.strip())
-    return sorted((want - have).elements())
-
-
 @settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(pick=st.integers(0, 10**6), where=st.floats(0, 1, exclude_max=True),
        kind=st.sampled_from(["delete", "replace", "insert", "change"]), k=st.integers(1, 3), context=st.integers(1, 3),
@@ -90,5 +83,5 @@ def test_a_real_hunk_applies_exactly_or_is_refused_and_never_loses_code(pick: in
     except ValueError:
         return  # refused, with the reason: seen, and nothing changed
     if merged != after_text:
-        assert not _lost(merged, after_text), "the merge lost code the edited file keeps"
+        assert not lost_lines(merged, after_text), "the merge lost code the edited file keeps"
         assert _parses(merged)

@@ -22,6 +22,7 @@ import json
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,6 +53,15 @@ class ApplyCase:
 def _lines(text: str) -> list[str]:
     rows = text.split("\n")
     return rows[:-1] if rows and rows[-1] == "" else rows
+
+
+def lost_lines(merged: str, target: str) -> list[str]:
+    """The non-blank lines ``target`` has that ``merged`` lacks (counted with repeats, blanks around them
+    ignored): code a wrong merge destroyed; a merge that only keeps lines the edit deleted (or doubles some)
+    loses none."""
+    have = Counter(x.strip() for x in merged.splitlines() if x.strip())
+    want = Counter(x.strip() for x in target.splitlines() if x.strip())
+    return sorted((want - have).elements())
 
 
 def context_span(rows: list[str], j1: int, j2: int, ctx: int) -> tuple[int, int]:

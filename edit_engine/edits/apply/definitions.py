@@ -51,11 +51,8 @@ def analyse(ch: Chunk, language: str) -> None:
 def def_anchor(src: Source, ch: Chunk, unit: tuple[int, tuple[str, ...]], lo: int, hi: int, strict: bool,
                 names: set[str]) -> tuple[int, int, str] | None:
     """The original rows a closed definition of the chunk replaces, and a note; None when no single one."""
-    i, path = unit
-    d = ch.defs[i]
-    want = (*path, d.name)
-    cands = [j for j in src.by_name.get(d.name, ()) if src.defs[j].indent == d.indent
-             and src.defs[j].qual[-len(want):] == want]
+    d = ch.defs[unit[0]]
+    cands = _namesakes(src, ch, unit)
     if not cands:
         return _renamed(src, ch, d, lo, hi, names)
     cands = [j for j in cands if src.defs[j].clean]  # a broken one's extent is not to be trusted
@@ -74,12 +71,17 @@ def told_apart(src: Source, ch: Chunk, unit: tuple[int, tuple[str, ...]], a: int
     """The one original definition of the unit's name, indentation and path whose header lies in rows [a, b)
     (where the chunk's lines were found), or None: the lines around a definition tell apart the ones its own
     lines cannot (``def __init__(self):`` in several classes)."""
+    hits = [j for j in _namesakes(src, ch, unit) if src.defs[j].clean and a <= src.defs[j].inner < b]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _namesakes(src: Source, ch: Chunk, unit: tuple[int, tuple[str, ...]]) -> list[int]:
+    """Original definitions with the unit's name, indentation and path (the names it is shown under)."""
     i, path = unit
     d = ch.defs[i]
     want = (*path, d.name)
-    hits = [j for j in src.by_name.get(d.name, ()) if src.defs[j].indent == d.indent and src.defs[j].clean
-            and src.defs[j].qual[-len(want):] == want and a <= src.defs[j].inner < b]
-    return hits[0] if len(hits) == 1 else None
+    return [j for j in src.by_name.get(d.name, ()) if src.defs[j].indent == d.indent
+            and src.defs[j].qual[-len(want):] == want]
 
 
 def anchor_at(src: Source, ch: Chunk, d: Definition, o: Definition) -> tuple[int, int, str]:

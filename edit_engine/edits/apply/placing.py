@@ -78,6 +78,7 @@ class Guard:
         the wrong places, more often mean than an edit does (None: no such row). A header alone between two
         lines shown side by side goes: that deletion is what the update says."""
         src = self.src
+        budget.spend(len(src.defs))
         for d in src.defs:
             if d.inner >= spot.b:
                 break
