@@ -185,7 +185,8 @@ def engine() -> object:
     return Engine.load(threads=2)
 
 
-def test_end_to_end_through_the_packaged_engine(engine: object, tmp_path: Path) -> None:
+def test_end_to_end_through_the_packaged_engine(engine: object, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """A tiny inline case through ``engine_suggester`` and the CLI entry: the report's shape."""
     before = "def add(a, b):\n    return a + b\n\n\ndef total(xs):\n"
     region = "    s = 0\n    for x in xs:\n        s = add(s, x)\n"
@@ -208,9 +209,13 @@ def test_end_to_end_through_the_packaged_engine(engine: object, tmp_path: Path) 
     out = tmp_path / "r.json"
     p = argparse.ArgumentParser()
     tr.add_arguments(p)
+    capsys.readouterr()
     assert tr.run_from_args(p.parse_args(["--data", str(tmp_path), "--fill", "none", "--json", str(out)])) == 0
+    assert "case/s" in capsys.readouterr().err  # the progress bar, which --no-progress leaves out
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written["summary"]["python"]["line"]["share"] == 0.0 and len(written["cases"]) == len(tr.MODES)
+    assert tr.run_from_args(p.parse_args(["--data", str(tmp_path), "--fill", "none", "--no-progress"])) == 0
+    assert "case/s" not in capsys.readouterr().err
 
 
 def test_an_accept_that_writes_only_blanks_is_not_taken() -> None:

@@ -135,7 +135,8 @@ def _typing(a: argparse.Namespace) -> int:
         data=a.data or "runs/typing", split=a.split or "dev", language=a.language,
         limit=a.limit if a.limit is not None else typing_replay.DEFAULT_LIMIT, fill=fill, model=a.model,
         threads=a.threads or None, modes=a.modes, no_cache=a.no_cache, json=a.out, no_memory=a.no_memory,
-        no_workspace=a.no_workspace, show_threshold=a.show_threshold, draft=a.draft, record=a.record)
+        no_workspace=a.no_workspace, show_threshold=a.show_threshold, draft=a.draft, record=a.record,
+        no_progress=a.no_progress)
     return typing_replay.run_from_args(args)
 
 

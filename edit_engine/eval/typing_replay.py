@@ -608,6 +608,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", default=None, metavar="MIN_PROB,MIN_SCORE[,LOCAL_PROB]",
                         help="the same thresholds for every drafted token instead of the engine's rule, LOCAL_PROB a "
                         "number or none (the default)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--record", default=None, metavar="PATH",
                         help="write every shown suggestion of the line mode as JSON lines (what the gate is fitted on)")
     parser.add_argument("--model", default=None, help="checkpoint directory (default: the packaged model)")
@@ -664,7 +665,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     record: list[dict[str, Any]] | None = [] if args.record else None
     try:
         ws = None if args.no_workspace else (lambda case: workspace_of(Path(args.data), case))
-        results = replay(cases, suggest, modes, cache=not args.no_cache, progress=True, record=record, workspace=ws)
+        results = replay(cases, suggest, modes, cache=not args.no_cache, progress=not args.no_progress, record=record, workspace=ws)
     finally:
         release()
     if args.record and record is not None:
