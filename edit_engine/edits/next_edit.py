@@ -6,7 +6,8 @@ model rewrites a row around the cursor (``REGION_ABOVE`` rows above it to ``REGI
 benchmark's rule around a target). Structure first, model second:
 
 1. **Patterns.** The history's diffs are analysed (``patterns.analyse``: renames, repeated statement edits,
-   changed calls, added parameters, aliases) and every place where one applies again is found
+   changed calls, added parameters, aliases; ``rules.infer``: tree rules anti-unified from the changed rows)
+   and every place where one applies again is found
    (``propagate.candidates``, tree-sitter for calls and definitions). The edits group into hunks (edits on
    adjacent rows are one hunk, as a diff tool would show them); the first hunk after the cursor is proposed, else
    the nearest one before it: one edit at a time, as editors present them, however far (a front end shows the

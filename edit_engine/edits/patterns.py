@@ -548,7 +548,7 @@ def callee_name(doc: syntax.Document, node: Any) -> str | None:
     if fn is None:
         return None
     ids = [c for c in _walk(fn) if c.type in ("identifier", "property_identifier", "field_identifier")]
-    return _node_text(doc, ids[-1]) if ids else None
+    return text_of(doc, ids[-1]) if ids else None
 
 
 def arguments(doc: syntax.Document, node: Any) -> list[Any]:
@@ -569,11 +569,11 @@ def parameters(doc: syntax.Document, node: Any) -> list[Any]:
 def param_name(doc: syntax.Document, node: Any) -> str:
     """A parameter's name: its first identifier (``x`` of ``x: int = 0``, ``*args``'s ``args``)."""
     if node.type == "identifier":
-        return _node_text(doc, node)
+        return text_of(doc, node)
     for c in _walk(node):
         if c.type == "identifier":
-            return _node_text(doc, c)
-    return _node_text(doc, node)
+            return text_of(doc, c)
+    return text_of(doc, node)
 
 
 def _walk(node: Any) -> list[Any]:
@@ -585,7 +585,7 @@ def _walk(node: Any) -> list[Any]:
     return out
 
 
-def _node_text(doc: syntax.Document, node: Any) -> str:
+def text_of(doc: syntax.Document, node: Any) -> str:
     return doc.data[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
 
 
@@ -632,9 +632,9 @@ def _structure(before: str, after: str, chs: list[Change],
             match = next((x for n2, x in olds if n2 == name), None)
             if match is None:
                 continue
-            oa = tuple(_node_text(old_doc, x) for x in arguments(old_doc, match))
+            oa = tuple(text_of(old_doc, x) for x in arguments(old_doc, match))
             new_args = arguments(new_doc, node)
-            na = tuple(_node_text(new_doc, x) for x in new_args)
+            na = tuple(text_of(new_doc, x) for x in new_args)
             if oa != na and all(c.old != oa or c.new != na for c in calls):
                 calls.append(CallChange(name, oa, na, _breaks(new_doc, node, new_args)))
         params += _params_added(old_doc, new_doc, o_rows, n_rows)
@@ -676,7 +676,7 @@ def _by_name(doc: syntax.Document, nodes: list[Any], name_of: Any) -> list[tuple
 
 def _def_name(doc: syntax.Document, node: Any) -> str | None:
     n = node.child_by_field_name("name")
-    return _node_text(doc, n) if n is not None else None
+    return text_of(doc, n) if n is not None else None
 
 
 def _params_added(old_doc: syntax.Document, new_doc: syntax.Document, o_rows: tuple[int, int],
@@ -695,7 +695,7 @@ def _params_added(old_doc: syntax.Document, new_doc: syntax.Document, o_rows: tu
             continue
         k = added[0]
         value = new_ps[k].child_by_field_name("value")
-        default = _node_text(new_doc, value) if value is not None else ""
+        default = text_of(new_doc, value) if value is not None else ""
         out.append(ParamAdded(name, new_names[k], k, default, bool(new_names) and new_names[0] in SELF_NAMES,
                               tuple(new_names)))
     return out

@@ -14,6 +14,7 @@ Every pattern kind proposes character edits of the document inside the region (`
 - ``call``, ``argument``: calls and definitions (``call_sites.py``).
 - ``alias``: after an added ``name = expression`` row, in the same block, the expression becomes the name
   (``(expression)`` too); a parameter added with a default value replaces that value in its definition's body.
+- ``rule``: a node whose tree matches a tree rule's old side is rewritten from its new side (``rules.py``).
 - ``rename``: a renamed word (identifiers in code: attribute accesses for an attribute rename, ``self.x`` for a
   plain one too, another callee's keyword argument only for a parameter rename; words of three letters or more
   in strings and comments); a name whose definition the history removed leaves the lists it was an item of.
@@ -27,7 +28,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from edit_engine.edits import budget, call_sites
+from edit_engine.edits import budget, call_sites, rules
 from edit_engine.edits.patterns import (
     CALLS,
     DEFINITIONS,
@@ -58,7 +59,7 @@ from edit_engine.edits.sites import (
 from edit_engine.syntax import positions
 
 REGEX_STEPS = 1_000  # budget steps of compiling a pattern's regular expression (about a third of a millisecond)
-KINDS = ("line", "call", "argument", "alias", "rename")
+KINDS = ("line", "call", "argument", "alias", "rule", "rename")
 MAX_MAPPED = 2  # identifiers a line edit may rename to fit a block (more: a different statement)
 NEAR_ROWS = 3  # an insertion is not proposed where one of its rows already stands this close
 MIN_SAME = 0.5  # share of a block's tokens that must be equal (not renamed) for a line edit to apply
@@ -80,6 +81,8 @@ def candidates(r: Region, a: Analysis) -> list[Edit]:
     if r.doc.tree is not None:
         out += _default_edits(r, a.params)
     out += _rename_edits(r, a)
+    if r.doc.tree is not None:
+        out += rules.edits(r, a)
     fresh = _fresh_rows(a)
     return [e for e in out if r.starts[r.first] <= e.start <= e.end <= _region_end(r)
             and r.text[e.start : e.end] != e.text and not _touches(r, e, fresh)]

@@ -73,11 +73,14 @@ def unify(line: str, pattern: str, mapping: dict[str, str]) -> tuple[int, int] |
         return None
     inverse = {v: k for k, v in mapping.items()}
     same = 0
+    kept: set[str] = set()  # identifiers the line has where the pattern has them: no other word maps to or from them
     for x, y in zip(a, b, strict=True):
-        if x == y and mapping.get(y, x) == x:
+        if x == y and mapping.get(y, x) == x and inverse.get(x, y) == y:
             same += 1
+            kept.add(x)
             continue
-        if not (is_identifier(x) and is_identifier(y)) or mapping.get(y, x) != x or inverse.get(x, y) != y:
+        if not (is_identifier(x) and is_identifier(y)) or mapping.get(y, x) != x or inverse.get(x, y) != y \
+                or x in kept or y in kept:
             return None
         mapping[y] = x
         inverse[x] = y
