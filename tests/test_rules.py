@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import keyword
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -127,3 +128,11 @@ def test_a_line_edit_renames_no_word_the_row_has_as_the_pattern_has_it() -> None
     rows = ["v0 = f(a[a])", "", "v1 = f(a[b])"]
     states = _states(rows, [("v0 = f(a[a])", "v0 = g(a[a])")])
     assert _propose(states, 0) is None
+
+
+def test_only_the_most_recent_row_pairs_are_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MAX_PAIRS`` bounds the parses: a rule whose examples lie beyond the most recent pairs is not inferred."""
+    states = _states(OPTIONALS, [("t.Optional[str]", "str | None"), ("t.Optional[int]", "int | None")])
+    assert len(_rules(*states)) == 1
+    monkeypatch.setattr(rules, "MAX_PAIRS", 1)
+    assert _rules(*states) == []

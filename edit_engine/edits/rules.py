@@ -29,6 +29,7 @@ from edit_engine.syntax import trees as syntax
 MIN_EXAMPLES = 2  # examples of one template that make it a rule
 MAX_RULES = 8  # the most recent rules sought in the region
 RECENT_CHANGES = 16  # the most recent changes whose row pairs give examples
+MAX_PAIRS = 64  # row pairs parsed for examples, the most recent first (a parse of a row takes tens of microseconds)
 MAX_ROW_CHARS = 400  # a longer row is not parsed for an example
 # Nodes that are whole statements or lists of them: an example there is a rewritten row, the line edits' job.
 _TOO_WIDE = frozenset({"module", "program", "source_file", "block", "expression_statement", "ERROR",
@@ -197,10 +198,10 @@ def infer(a: Analysis, language: str) -> list[Rule]:
         return []
     recent = sorted(a.changes, key=lambda c: -c.diff)[:RECENT_CHANGES]
     by_key: dict[tuple[str, str], list[Example]] = {}
-    for order, c in enumerate(recent):
-        for old_row, new_row in a.pairs_of(c):
-            if old_row.strip() != new_row.strip() and (e := _example(old_row, new_row, language, order)):
-                by_key.setdefault(e.key, []).append(e)
+    pairs = [(order, p) for order, c in enumerate(recent) for p in a.pairs_of(c) if p[0].strip() != p[1].strip()]
+    for order, (old_row, new_row) in pairs[:MAX_PAIRS]:
+        if e := _example(old_row, new_row, language, order):
+            by_key.setdefault(e.key, []).append(e)
     rules = [anti_unify(g) for g in by_key.values() if len(g) >= MIN_EXAMPLES]
     rules = [r for r in rules if any(t is None for t in r.fixed)]
     return sorted(rules, key=lambda r: r.order)[:MAX_RULES]
