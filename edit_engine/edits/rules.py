@@ -34,6 +34,7 @@ MAX_ROW_CHARS = 400  # a longer row is not parsed for an example
 # Nodes that are whole statements or lists of them: an example there is a rewritten row, the line edits' job.
 _TOO_WIDE = frozenset({"module", "program", "source_file", "block", "expression_statement", "ERROR",
                        "statement_block", "declaration_list", "translation_unit"})
+_OPENERS = frozenset({"(", "[", "{", "<"})  # a node that opens with one of these is a bracketed list
 # What a row is completed with so that it parses on its own (a definition's header needs a body).
 _COMPLETIONS = {"python": ("", "\n    pass")}
 _OTHER_COMPLETIONS = ("", "}", " {}")
@@ -116,7 +117,7 @@ def _changed_pair(old: syntax.Document, new: syntax.Document) -> tuple[Any, Any]
         if len(differ) != 1:
             break
         up, (a, b) = (a, b), differ[0]
-    if up is not None and a.children and not a.children[0].is_named:
+    if up is not None and a.children and a.children[0].type in _OPENERS:
         return up
     return a, b
 
