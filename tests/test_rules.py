@@ -136,3 +136,30 @@ def test_only_the_most_recent_row_pairs_are_parsed(monkeypatch: pytest.MonkeyPat
     assert len(_rules(*states)) == 1
     monkeypatch.setattr(rules, "MAX_PAIRS", 1)
     assert _rules(*states) == []
+
+
+@pytest.mark.parametrize("language, rows, changed, want", [
+    ("typescript", ["let a: Array<string> = [];", "let b: Array<number> = [];", "let c: Array<Foo> = [];"],
+     [("Array<string>", "string[]"), ("Array<number>", "number[]")], "let c: Foo[] = [];"),
+    ("javascript", ["var a = require('a');", "var b = require('b');", "var c = require('c');"],
+     [("var a", "const a"), ("var b", "const b")], "const c = require('c');"),
+    ("go", ["package m", "func f() {", '\tx := fmt.Sprintf("%d", a)', '\ty := fmt.Sprintf("%d", b)',
+            '\tz := fmt.Sprintf("%d", c.n)', "}"],
+     [('fmt.Sprintf("%d", a)', "strconv.Itoa(a)"), ('fmt.Sprintf("%d", b)', "strconv.Itoa(b)")],
+     "\tz := strconv.Itoa(c.n)"),
+    ("rust", ["fn f() {", "    let x = a.unwrap();", "    let y = b.unwrap();", "    let z = c.d().unwrap();", "}"],
+     [("a.unwrap()", "a?"), ("b.unwrap()", "b?")], "    let z = c.d()?;"),
+])
+def test_rules_in_every_language_served(language: str, rows: list[str], changed: list[tuple[str, str]],
+                                        want: str) -> None:
+    """Each grammar's rows give a rule, and the rule rewrites the last row (its hole holds a subtree the examples
+    never had)."""
+    states = _states(rows, changed)
+    doc = states[-1]
+    analysis = patterns.analyse(_history(*states), doc, language)
+    assert len(rules.infer(analysis, language)) == 1
+    region = ne_mod.propagate.Region(ne_mod.syntax.Document.parse(doc, language), ne_mod.positions.line_starts(doc),
+                                     0, len(rows))
+    (edit,) = [e for e in ne_mod.propagate.candidates(region, analysis) if e.kind == "rule"]
+    got = (doc[: edit.start] + edit.text + doc[edit.end :]).split("\n")
+    assert [g for g, d in zip(got, doc.split("\n"), strict=True) if g != d] == [want]
