@@ -80,9 +80,7 @@ def candidates(r: Region, a: Analysis) -> list[Edit]:
     out += _alias_edits(r, a.aliases) + _keyword_edits(r, a)
     if r.doc.tree is not None:
         out += _default_edits(r, a.params)
-    out += _rename_edits(r, a)
-    if r.doc.tree is not None:
-        out += rules.edits(r, a)
+    out += _rename_edits(r, a) + rules.edits(r, a)
     fresh = _fresh_rows(a)
     return [e for e in out if r.starts[r.first] <= e.start <= e.end <= _region_end(r)
             and r.text[e.start : e.end] != e.text and not _touches(r, e, fresh)]
