@@ -36,7 +36,6 @@ import platform
 import re
 import subprocess
 import sys
-import zipfile
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
@@ -513,21 +512,6 @@ def download(name: str, version: str, digest: str, dest: Path) -> Path:
     return found[0]
 
 
-def wheel_sources(wheel: Path) -> dict[str, str]:
-    """The wheel's ``.py`` files that decode as UTF-8, by path inside it."""
-    out = {}
-    with zipfile.ZipFile(wheel) as z:
-        for info in z.infolist():
-            top = info.filename.split("/", 1)[0]
-            if not info.filename.endswith(".py") or top.endswith((".dist-info", ".data")):
-                continue
-            try:
-                out[info.filename] = z.read(info).decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="output directory (cases.jsonl.gz, manifest.json, downloads/)")
@@ -548,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
             wheel = download(name, version, digest, out / "downloads")
             downloads.append({"package": name, "version": version, "file": wheel.name,
                               "bytes": wheel.stat().st_size, "sha256": digest})
-            trees.append((version, wheel_sources(wheel)))
+            trees.append((version, release_edits.wheel_sources(wheel)))
         for old, new in zip(trees, trees[1:], strict=False):
             got = release_edits.pair_cases(name, old, new)
             changed = sum(1 for p in set(old[1]) & set(new[1]) if old[1][p] != new[1][p])

@@ -88,14 +88,18 @@ def infill_response(
 
 def next_edit_response(
     range_: dict[str, Any], new_text: str, uri: str, version: int, kind: str, patterns: list[str],
-    elapsed_ms: float,
+    elapsed_ms: float, asked_version: int | None = None,
 ) -> dict[str, Any]:
     """Result of the language server's ``editEngine/nextEdit`` (null when there is no proposal): ``newText``
-    replaces ``range`` of the document at ``version``; ``command`` applies it (``workspace/executeCommand``)."""
+    replaces ``range`` of ``textDocument`` (``uri`` at ``version``: the document asked about, or another open
+    one); ``version`` is the asked document's version (``asked_version``, default ``version``), which a client
+    checks against its own; ``command`` applies it (``workspace/executeCommand``)."""
     edit = {"range": range_, "newText": new_text}
-    return {**edit, "version": version, "kind": kind, "patterns": patterns, "elapsedMs": round(elapsed_ms, 2),
+    document = {"uri": uri, "version": version}
+    return {**edit, "textDocument": document, "version": version if asked_version is None else asked_version,
+            "kind": kind, "patterns": patterns, "elapsedMs": round(elapsed_ms, 2),
             "command": {"title": "Apply next edit", "command": APPLY_NEXT_EDIT_COMMAND,
-                        "arguments": [{"textDocument": {"uri": uri, "version": version}, **edit}]}}
+                        "arguments": [{"textDocument": document, **edit}]}}
 
 
 def lsp_range(start: tuple[int, int], end: tuple[int, int]) -> dict[str, Any]:

@@ -183,6 +183,60 @@ async def test_a_region_limits_where_the_edit_may_go(packaged: Session) -> None:
     assert result is not None and result["newText"] == RENAMED
 
 
+LIB = """def load_config(path):
+    return open(path).read()
+
+
+def main():
+    return load_config("app.toml")
+"""
+APP = """from lib import load_config
+
+
+def run(path):
+    cfg = load_config(path)
+    return cfg
+"""
+
+
+@pytest.mark.slow
+@e2e
+async def test_a_rename_is_carried_to_another_open_document(packaged: Session) -> None:
+    """A function renamed where it is defined, and at its use there: the next edit is in the other open file
+    that imports it, named by the answer's ``textDocument``; the command applies it there; the answer after that
+    is that file's second use. A region keeps the search in the asked document."""
+    app = Editor(packaged, "file:///carry/app.py", APP)
+    lib = Editor(packaged, "file:///carry/lib.py", LIB)
+    lib.rename_at(LIB.index("load_config"), "load_config", "read_config")
+    cursor = lib.rename_at(lib.text.rindex("load_config"), "load_config", "read_config")
+    assert await lib.next_edit(cursor) is None  # a client that does not say it can show one gets none
+    result = await lib.next_edit(cursor, otherDocuments=True)
+    assert result is not None, "no proposal"
+    assert result["textDocument"] == {"uri": app.uri, "version": app.version}
+    assert result["version"] == lib.version  # the asked document's version, which the client checks
+    row = "from lib import load_config"
+    assert result["range"] == rng(app.text, 0, len(row)) and result["newText"] == "from lib import read_config"
+    assert "rename" in result["patterns"]
+    command = result["command"]
+    assert command["arguments"][0]["textDocument"] == {"uri": app.uri, "version": app.version}
+    answer = plain(await packaged.request(types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandParams(
+        command=command["command"], arguments=command["arguments"])))
+    assert answer == {"applied": True}
+    sent = packaged.applied[-1]  # type: ignore[attr-defined]
+    assert sent.edit.changes is not None and list(sent.edit.changes) == [app.uri]
+    app.apply(result["range"], result["newText"])
+    second = await lib.next_edit(cursor, otherDocuments=True)
+    at = app.text.index("    cfg = load_config(path)")
+    assert second is not None and second["textDocument"]["uri"] == app.uri
+    assert second["range"] == rng(app.text, at, at + len("    cfg = load_config(path)"))
+    assert second["newText"] == "    cfg = read_config(path)"
+    whole = {"start": {"line": 0, "character": 0}, "end": {"line": 6, "character": 0}}
+    assert await lib.next_edit(cursor, range=whole, otherDocuments=True) is None
+    app.apply(second["range"], second["newText"])
+    assert app.text == APP.replace("load_config", "read_config")
+    assert await lib.next_edit(cursor, otherDocuments=True) is None  # nothing left anywhere: no proposal
+
+
 @pytest.mark.slow
 @e2e
 async def test_bad_params_unknown_documents_and_stale_versions_get_errors(packaged: Session) -> None:
@@ -198,6 +252,8 @@ async def test_bad_params_unknown_documents_and_stale_versions_get_errors(packag
         (protocol.NEXT_EDIT, {"textDocument": td, "position": at, "range": {
             "start": {"line": 3, "character": 0}, "end": {"line": 1, "character": 0}}}, -32602, "ends before"),
         (protocol.NEXT_EDIT, {"textDocument": {"uri": "file:///not-open.py"}, "position": at}, -32602, "not open"),
+        (protocol.NEXT_EDIT, {"textDocument": td, "position": at, "otherDocuments": "yes"}, -32602,
+         "otherDocuments"),
         (protocol.NEXT_EDIT, {"textDocument": {**td, "version": 7}, "position": at}, -32801, "version"),
         (protocol.NEXT_EDIT, {"textDocument": {**td, "version": "one"}, "position": at}, -32602, "version"),
         (types.WORKSPACE_EXECUTE_COMMAND, {"command": protocol.APPLY_NEXT_EDIT_COMMAND, "arguments": []}, -32602,

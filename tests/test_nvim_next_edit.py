@@ -186,6 +186,46 @@ def test_an_edit_off_screen_is_a_hint_the_first_tab_goes_there_the_second_applie
     assert "\n".join(nv.lua(f"return {LINES}")) + "\n" == FAR.replace("count", "subtotal")
 
 
+LIB = 'def load_config(path):\n    return open(path).read()\n\n\ndef main():\n    return load_config("app.toml")\n'
+APP = "from lib import load_config\n\n\ndef run(path):\n    cfg = load_config(path)\n    return cfg\n"
+BUFFER = "vim.api.nvim_buf_get_name(0):match('[^/]*$')"
+
+
+@pytest.mark.slow
+def test_an_edit_in_another_buffer_is_a_hint_the_first_tab_opens_it_the_second_applies(nvim_session: Any) -> None:
+    """A function renamed where it is defined and used: nothing is left in its file, and the next edit is in the
+    other open file that imports it. A hint names that file; nothing changes until the first <Tab> has opened it
+    and drawn the edit there; the second applies it, and the file's other use follows."""
+    nv: Nvim = nvim_session(width=WIDTH, height=20)
+    nv.lua(COUNT_ANSWERS)
+    nv.open("app.py", APP)
+    nv.open("lib.py", LIB)
+    nv.keys("1G^wcwread_config<Esc>6G^wcwread_config<Esc>")
+    assert nv.lua(f"return {LINES}")[5] == '    return read_config("app.toml")'
+    nv.request("nvim_command", "EditEngineNextEdit")
+    nv.wait(SHOWN, "the hint")
+    assert nv.lua(f"return {EDIT}.target ~= nil") is True
+    nv.wait_screen(lambda f: "→ next edit in app.py at line 1: <Tab> goes" in drawn_with(nv, f[5], JUMP),
+                   "the hint on the cursor's row (cut at the window's edge)")
+    nv.wait_screen(nothing_drawn_with(nv, NEW), "no edit drawn")
+    assert nv.lua(f"return {BUFFER}") == "lib.py"
+    nv.keys("<Tab>")  # opens app.py here and draws the edit; nothing applied yet
+    assert nv.lua(f"return {BUFFER}") == "app.py"
+    assert nv.lua(f"return {LINES}")[0] == "from lib import load_config"
+    nv.wait(f"{SHOWN} and not {EDIT}.far", "the edit drawn in app.py")
+    nv.wait_screen(lambda f: any(drawn_with(nv, row, NEW).rstrip() == "from lib import read_config" for row in f),
+                   "the edit on screen")
+    assert nv.lua("return vim.api.nvim_win_get_cursor(0)") == [1, 0]
+    asked = nv.lua("return _G.ee_edits")
+    nv.keys("<Tab>")  # applies it, and asks again in app.py: its other use
+    assert nv.lua(f"return {LINES}")[0] == "from lib import read_config"
+    answered(nv, asked + 1)
+    nv.wait(SHOWN, "the next use")
+    nv.keys("<Tab>")
+    answered(nv, asked + 2)
+    assert "\n".join(nv.lua(f"return {LINES}")) + "\n" == APP.replace("load_config", "read_config")
+
+
 SHIFTED = "def load(path):\n    data = read(path)\n    if not data:\n        raise ValueError()\n    return data\n"
 
 

@@ -333,6 +333,33 @@ def test_a_next_edit_off_screen_is_a_hint_tab_goes_there_then_applies(vscode: An
 
 
 @pytest.mark.slow
+def test_a_next_edit_in_another_document_is_a_hint_tab_opens_it_then_applies(vscode: Any, tmp_path: Path) -> None:
+    """The answer names another document (``textDocument``): a hint at the cursor's line names it and nothing is
+    applied; the first Tab opens it and draws the edit there; the second applies it in that document only."""
+    other = tmp_path / "s0" / "ws" / "app.py"  # the workspace of the first VS Code the fixture starts
+    edit = {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 27}},
+            "newText": "from lib import read_config", "textDocument": {"uri": other.as_uri(), "version": 1}}
+    v = vscode([""], [edit])
+    other.write_text("from lib import load_config\n\n\ncfg = load_config('a.toml')\n")
+    v.open("lib.py", "def read_config(path):\n    return open(path).read()\n")
+    v.go_to_end_of(2)
+    v.chord(Keys.CONTROL, Keys.ALT, ".")
+    v.until("the hint to the other document", lambda: any("next edit in app.py at line 1: Tab goes there" in t
+                                                            for t in v.after_texts()),
+            lambda: v.chord(Keys.CONTROL, Keys.ALT, "."))
+    v.shot("10-next-edit-other-document")
+    assert not v.struck_through() and v.lines()[0] == "def read_config(path):"
+    v.keys(Keys.TAB)  # opens app.py and draws the edit there: nothing applied
+    v.wait("app.py open with the edit drawn", lambda: v.struck_through() and
+           v.lines()[:1] == ["from lib import load_config"])
+    v.shot("11-next-edit-other-document-there")
+    v.keys(Keys.TAB)
+    v.wait("the edit applied in app.py", lambda: v.lines()[:1] == ["from lib import read_config"])
+    v.chord(Keys.CONTROL, "s")
+    v.wait("app.py saved", lambda: other.read_text().startswith("from lib import read_config\n"))
+
+
+@pytest.mark.slow
 def test_the_real_language_server_behind_the_extension(vscode: Any, tiny_checkpoint: Path, tmp_path: Path) -> None:
     """The extension started on ``edit-engine lsp`` (the tiny test checkpoint: random weights, a fill every time;
     every answer shown): typing gets a ghost from the real server (its passes drawn as they come, then VS Code's

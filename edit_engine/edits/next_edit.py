@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ REGION_ABOVE, REGION_BELOW = 5, 10  # default region: [line - 5, line + 11), the
 MAX_REGION_ROWS = 400  # a larger region given by a front end is refused (a region is 10-25 rows in practice)
 MAX_HISTORY = 64  # diffs in a history (the analysis reads the last ``patterns.MAX_DIFFS``)
 MAX_HUNKS_TRIED = 4  # pattern hunks checked against the parse before giving up on patterns
+MAX_OTHERS = 16  # other open documents a request may send
 # Nats per token the model's rewrite must gain over the row as it stands. Set on the development set
 # (``edit-engine eval --benchmark next-edit-history``: 169 cases cut from this repository's history, never the
 # benchmark): the packaged model's 8 rewrites there that passed the other checks were all wrong, with gains up to
@@ -61,7 +62,9 @@ NO_EDIT = "no_edit"  # stop_reason of a stream's final pass when there is no pro
 class NextEdit:
     """The proposed edit: ``text`` replaces ``document[start:end]`` (whole rows). ``kind``: "pattern" (propagated
     from the history) or "model" (rewritten by the model); ``patterns``: the pattern kinds it applies
-    (``propagate.KINDS``); ``confidence``: the model's gain in nats per token (pattern edits: 1.0)."""
+    (``propagate.KINDS``); ``confidence``: the model's gain in nats per token (pattern edits: 1.0);
+    ``document``: the name of the other open document it edits (None: the request's document; the offsets are
+    that document's)."""
 
     start: int
     end: int
@@ -71,6 +74,7 @@ class NextEdit:
     patterns: tuple[str, ...] = ()
     confidence: float = 1.0
     timings: dict[str, float] = field(default_factory=dict)
+    document: str | None = None
 
     def apply(self, document: str) -> str:
         return document[: self.start] + self.text + document[self.end :]
@@ -88,13 +92,17 @@ class Request:
     first: int
     last: int
     anywhere: bool = False  # no region was given: patterns are sought in the whole document
+    others: tuple[tuple[str, str], ...] = ()  # other open documents (name, text), the most relevant first
 
 
 def check_request(document: str, cursor: int, history: list[str], language: str = "python",
-                  related: list[str] | None = None, region: tuple[int, int] | None = None) -> Request:
-    """The request, checked; ``region`` (rows, end exclusive) defaults to ``default_region``. Raises ValueError:
-    a document over the engine's limit or not valid Unicode, a cursor outside it, a history that is not a list of
-    strings, a region outside the document or over ``MAX_REGION_ROWS``."""
+                  related: list[str] | None = None, region: tuple[int, int] | None = None,
+                  others: Mapping[str, str] | None = None) -> Request:
+    """The request, checked; ``region`` (rows, end exclusive) defaults to ``default_region``; ``others``: the
+    other open documents of the language, name -> text, the most relevant first. Raises ValueError: a document
+    over the engine's limit or not valid Unicode, a cursor outside it, a history that is not a list of strings, a
+    region outside the document or over ``MAX_REGION_ROWS``, other documents that are not names and texts (or
+    more than ``MAX_OTHERS``, or one that is the request's own name twice)."""
     if not isinstance(document, str):
         raise ValueError("document must be a string")
     if related is not None and (not isinstance(related, (list, tuple)) or not all(isinstance(x, str) for x in related)):
@@ -120,7 +128,26 @@ def check_request(document: str, cursor: int, history: list[str], language: str 
         raise ValueError(f"region rows [{first}, {last}) outside the document's {rows} rows")
     if last - first > MAX_REGION_ROWS:
         raise ValueError(f"region of {last - first} rows exceeds the limit of {MAX_REGION_ROWS}")
-    return Request(document, cursor, tuple(history), language, tuple(related or ()), first, last, region is None)
+    return Request(document, cursor, tuple(history), language, tuple(related or ()), first, last, region is None,
+                   _check_others(others))
+
+
+def _check_others(others: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    if others is None:
+        return ()
+    if not isinstance(others, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in others.items()):
+        raise ValueError("others must map document names to their texts")
+    if len(others) > MAX_OTHERS:
+        raise ValueError(f"{len(others)} other documents exceed the limit of {MAX_OTHERS}")
+    for name, text in others.items():
+        if not name:
+            raise ValueError("an other document's name must not be empty")
+        try:
+            check_text(text)
+        except ValueError as e:
+            raise ValueError(f"others[{name!r}]: {e}") from None
+    return tuple(others.items())
 
 
 def default_region(document: str, cursor: int) -> tuple[int, int]:
@@ -187,14 +214,38 @@ def propose_pattern(req: Request, doc: syntax.Document, analysis: patterns.Analy
     request's region, or in the whole document when the front end gave none (``Request.anywhere``)."""
     starts = positions.line_starts(req.document)
     first, last = (0, len(starts)) if req.anywhere else (req.first, req.last)
-    region = propagate.Region(doc, starts, first, last)
-    found = hunks(region, propagate.resolve(propagate.candidates(region, analysis)))
-    for h in order_hunks(found, req.cursor)[:MAX_HUNKS_TRIED]:
-        if h.text == req.document[h.start : h.end]:
+    return _first_hunk(propagate.Region(doc, starts, first, last), analysis, req.cursor, False)
+
+
+def _first_hunk(region: propagate.Region, analysis: patterns.Analysis, cursor: int, elsewhere: bool) -> Hunk | None:
+    found = hunks(region, propagate.resolve(propagate.candidates(region, analysis, elsewhere)))
+    for h in order_hunks(found, cursor)[:MAX_HUNKS_TRIED]:
+        if h.text == region.text[h.start : h.end]:
             continue
-        if doc.tree is not None and repair.check(doc, h.start, h.end, h.text).errors:
+        if region.doc.tree is not None and repair.check(region.doc, h.start, h.end, h.text).errors:
             continue
         return h
+    return None
+
+
+def propose_elsewhere(rt: Runtime | None, req: Request, analysis: patterns.Analysis,
+                      should_stop: Callable[[], bool] | None = None) -> tuple[str, Hunk] | None:
+    """The pattern edit to propose in another open document (``Request.others``, in their order): the first
+    hunk from a document's top that adds no syntax error, by the kinds that carry across documents. Within a
+    budget of its own: past it, the documents not yet searched are left (None), the request is not refused."""
+    if not req.others:
+        return None
+    try:
+        with budget.scope(budget.limit(*(t for _, t in req.others)), "next edit in other documents", should_stop):
+            for name, text in req.others:
+                doc = rt.document(text, req.language, name) if rt is not None else \
+                    syntax.Document.parse(text, req.language)
+                starts = positions.line_starts(text)
+                h = _first_hunk(propagate.Region(doc, starts, 0, len(starts)), analysis, 0, True)
+                if h is not None:
+                    return name, h
+    except budget.OverBudget:
+        return None
     return None
 
 
@@ -331,8 +382,18 @@ def pattern_stage(rt: Runtime | None, req: Request,
     except RecursionError:
         raise ValueError("the document or its history nests too deeply to analyse") from None
     timings["patterns"] = (time.perf_counter() - t0) * 1e3 - timings["analyse"]
-    ne = None if h is None else \
-        NextEdit(h.start, h.end, h.text, "pattern", (time.perf_counter() - t0) * 1e3, h.kinds, 1.0, timings)
+    name = None
+    if h is None and req.anywhere and req.others:
+        t1 = time.perf_counter()
+        try:
+            got = propose_elsewhere(rt, req, analysis, should_stop)
+        except budget.Stopped:
+            return None
+        timings["elsewhere"] = (time.perf_counter() - t1) * 1e3
+        if got is not None:
+            name, h = got
+    ne = None if h is None else NextEdit(h.start, h.end, h.text, "pattern", (time.perf_counter() - t0) * 1e3,
+                                         h.kinds, 1.0, timings, name)
     return Staged(req, analysis, ne, t0, timings)
 
 

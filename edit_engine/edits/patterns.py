@@ -264,6 +264,7 @@ class Analysis:
     imported: set[str] = field(default_factory=set)  # names the history newly imported
     assigned: list[tuple[str, str, str]] = field(default_factory=list)  # new assignments: name, indentation, value
     pairs: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # id(change) -> its ``line_pairs``
+    defined: set[str] = field(default_factory=set)  # names the document defines for others (``defines``)
 
     def pairs_of(self, c: Change) -> list[tuple[str, str]]:
         """``line_pairs`` of a change, computed once."""
@@ -299,6 +300,7 @@ def analyse(history: list[str], document: str, language: str = "python") -> Anal
                 a.params += params
                 imports |= {id(c) for c in inside}
     a.renames = _renames(a, imports)
+    a.defined = defines(document) if a.renames or a.calls else set()
     a.gone = _gone(a.changes, document, {x.old for x in a.renames})
     a.aliases = _aliases(a.changes)[-MAX_NAMED:]
     listed = {id(c) for c in a.changes if id(c) in imports or _in_import(c)}
@@ -389,6 +391,22 @@ def _renames(an: Analysis, imports: set[int] | None = None) -> list[Rename]:
     added = {n for c in chs for x in c.added for n in _imported(x, id(c) in listed)}
     _note_swap(found, removed - added, added - removed)
     return [Rename(o, n, attr, o in keywords) for (o, attr), n in found.items() if n is not None]
+
+
+_DEFINED = re.compile(
+    r"^[ \t]*(?:(?:export|pub|async|default)\s+)*(?:def|class|fn|func|function|struct|enum|trait|interface|type)"
+    r"\s+([^\W\d]\w*)"  # a definition at any depth
+    r"|^(?:(?:export|pub|const|let|var)\s+)*([^\W\d]\w*)\s*(?::[^=\n]*)?=(?!=)"  # a module variable
+    r"|\b(?:self|this)\.([^\W\d]\w*)\s*(?::[^=\n]*)?=(?!=)"  # an attribute
+    r"|\bas\s+([^\W\d]\w*)", re.M)  # an import's alias
+
+
+def defines(document: str) -> set[str]:
+    """The names a document defines for other modules to use: definitions and classes at any depth, module
+    variables, attributes assigned through ``self``/``this``, import aliases. Not local variables, module paths
+    or names imported from elsewhere."""
+    budget.spend(1 + len(document) // 256)
+    return {next(g for g in m.groups() if g) for m in _DEFINED.finditer(document)}
 
 
 def _gone(chs: list[Change], document: str, renamed: set[str]) -> set[str]:

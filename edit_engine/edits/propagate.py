@@ -26,6 +26,7 @@ overlap (in the order of ``KINDS``, then the most recent pattern). Rows the last
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 
 from edit_engine.edits import budget, call_sites, rules
@@ -67,8 +68,12 @@ _STRINGS = frozenset({"string", "string_content", "comment", "line_comment", "bl
                       "interpreted_string_literal", "raw_string_literal", "template_string", "string_fragment"})
 
 
-def candidates(r: Region, a: Analysis) -> list[Edit]:
-    """Every edit a pattern of ``a`` proposes inside the region, strongest kind first."""
+def candidates(r: Region, a: Analysis, elsewhere: bool = False) -> list[Edit]:
+    """Every edit a pattern of ``a`` proposes inside the region, strongest kind first. ``elsewhere``: the region
+    is in another document than the one the history changed (``for_elsewhere``: only the patterns that carry
+    across documents)."""
+    if elsewhere:
+        a = for_elsewhere(a)
     out: list[Edit] = []
     recent = sorted(a.changes, key=lambda c: -c.diff)
     for order, c in enumerate(recent):
@@ -77,13 +82,45 @@ def candidates(r: Region, a: Analysis) -> list[Edit]:
         out += call_sites.call_edits(r, a.calls)
         out += call_sites.definition_edits(r, a)
         out += call_sites.argument_edits(r, a.params)
-    out += _alias_edits(r, a.aliases) + _keyword_edits(r, a)
-    if r.doc.tree is not None:
-        out += _default_edits(r, a.params)
+    if not elsewhere:
+        out += _alias_edits(r, a.aliases) + _keyword_edits(r, a)
+        if r.doc.tree is not None:
+            out += _default_edits(r, a.params)
     out += _rename_edits(r, a) + rules.edits(r, a)
-    fresh = _fresh_rows(a)
+    if elsewhere:  # each module imports what it uses: another's import change says nothing of this one's
+        out = [e for e in out if not (e.kind == "line" and _imports(r, e))]
+    fresh = [] if elsewhere else _fresh_rows(a)
     return [e for e in out if r.starts[r.first] <= e.start <= e.end <= _region_end(r)
             and r.text[e.start : e.end] != e.text and not _touches(r, e, fresh)]
+
+
+def for_elsewhere(a: Analysis) -> Analysis:
+    """The patterns of ``a`` that carry to another open document: changed statements, tree rules, and the renames
+    and changed calls of names the changed document defines (``Analysis.defined``: a function renamed or given
+    new arguments there is called elsewhere; a local variable or another module's function is not). Not the
+    aliases, defaults and list items, which are about the changed document's own code."""
+    return dataclasses.replace(a, renames=[x for x in a.renames if x.new in a.defined],
+                               calls=[x for x in a.calls if x.callee.split(".")[-1] in a.defined],
+                               aliases=[], gone=set(), imported=set(), assigned=[])
+
+
+_IMPORT_ROW = re.compile(r"^[ \t]*(?:from\s+\S+\s+import\b|import\b|use\s+\w|#include\b|"
+                         r"(?:export\s+)?(?:const|let|var)\s+\S+\s*=\s*require\()", re.M)
+
+
+def _imports(r: Region, e: Edit) -> bool:
+    """The edit touches an import statement (or writes one)."""
+    if _IMPORT_ROW.search(e.text) or _IMPORT_ROW.search(r.text, r.starts[r.row_of(e.start)], max(e.end, e.start + 1)):
+        return True
+    if r.doc.tree is None:
+        return False
+    b = positions.byte_offset(r.text, e.start)
+    node = r.doc.tree.root_node.descendant_for_byte_range(b, b)
+    while node is not None:
+        if "import" in node.type or node.type == "use_declaration":
+            return True
+        node = node.parent
+    return False
 
 
 def _fresh_rows(a: Analysis) -> list[tuple[int, int]]:

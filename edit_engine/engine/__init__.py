@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from edit_engine.edits.apply import ApplyResult, Placement, guess_language
-    from edit_engine.edits.next_edit import NO_EDIT, NextEdit, default_region
+    from edit_engine.edits.next_edit import MAX_OTHERS, NO_EDIT, NextEdit, default_region
     from edit_engine.engine.contexts import (
         CONTEXT_STEP_CHARS,
         CONTEXT_STEP_TOKENS,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "edit_engine.edits.apply": ("ApplyResult", "Placement", "guess_language"),
-    "edit_engine.edits.next_edit": ("NO_EDIT", "NextEdit", "default_region"),
+    "edit_engine.edits.next_edit": ("MAX_OTHERS", "NO_EDIT", "NextEdit", "default_region"),
     "edit_engine.engine.contexts": ("CONTEXT_STEP_CHARS", "CONTEXT_STEP_TOKENS", "ContextCacheConfig",
                                     "ContextCacheStats", "ContextStore"),
     "edit_engine.engine.document": ("DocumentPlan",),
@@ -48,7 +48,8 @@ _WHERE = {
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 __all__ = [
-    "CONTEXT_STEP_CHARS", "CONTEXT_STEP_TOKENS", "LANGUAGES_BY_SUFFIX", "MAX_DOCUMENT_CHARS", "NO_EDIT", "PLACEHOLDER",
+    "CONTEXT_STEP_CHARS", "CONTEXT_STEP_TOKENS", "LANGUAGES_BY_SUFFIX", "MAX_DOCUMENT_CHARS", "MAX_OTHERS", "NO_EDIT",
+    "PLACEHOLDER",
     "ApplyResult", "Completion", "ContextCacheConfig", "ContextCacheStats", "ContextStore", "DocumentPlan", "Engine",
     "InfillResult", "NextEdit", "Pass", "Placement", "Prepared", "decode_preview", "default_region",
     "guess_language", "language_for_path", "unheal",

@@ -34,8 +34,9 @@ SANTACODER_FILE = "benchmark.jsonl.gz"
 # Apply edit: marker snippets merged into files, from the next-edit cases or this package's sources (apply_set.py).
 APPLY_BENCHMARKS = ("apply", "apply-synthetic")
 # Next edit: the change after the user's recent edits (next_edit_set.py); next-edit-releases: cases from
-# consecutive releases of PyPI packages (release_edits.py; built by benchmarks/release_edits.py).
-NEXT_EDIT_BENCHMARKS = ("next-edit", "next-edit-history", "next-edit-releases")
+# consecutive releases of PyPI packages (release_edits.py; built by benchmarks/release_edits.py);
+# next-edit-elsewhere: the same releases, the next edit sought in the other open files (next_edit_elsewhere.py).
+NEXT_EDIT_BENCHMARKS = ("next-edit", "next-edit-history", "next-edit-releases", "next-edit-elsewhere")
 # Fills at the cursor on files of PyPI packages no checkpoint trained on (real_code.py; built by
 # benchmarks/real_code_set.py).
 REAL_CODE_BENCHMARKS = ("real-code",)

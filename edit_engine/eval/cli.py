@@ -7,6 +7,7 @@
     edit-engine eval --benchmark next-edit [--fill rename-baseline] --out next.json    # next edit
     edit-engine eval --benchmark next-edit-history [--repo DIR]   # next edit, cases from a repository's history
     edit-engine eval --benchmark next-edit-releases --data runs/release_edits   # next edit, held out: PyPI releases
+    edit-engine eval --benchmark next-edit-elsewhere --data runs/release_edits  # next edit in the other open files
     edit-engine eval --benchmark real-code --data runs/realcode --split dev [--fill copy-baseline|empty]
     edit-engine eval --context-gap --limit 64
 
@@ -54,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--language", default="python", choices=(*SANTACODER_LANGUAGES, *TYPING_LANGUAGES),
                    help="santacoder-fim language (HumanEval is Python only); typing: one language or all")
     p.add_argument("--data", help="benchmark directory (default: ../shared/benchmarks beside the repository; "
-                                  "next-edit-releases: the set benchmarks/release_edits.py built, default "
+                                  "next-edit-releases, next-edit-elsewhere: the set benchmarks/release_edits.py built, default "
                                   "runs/release_edits)")
     p.add_argument("--limit", type=int, help="first N tasks (context gap: examples, default 64)")
     p.add_argument("--model", help="checkpoint directory (default: the packaged model)")
@@ -225,6 +226,8 @@ def _next_edit(a: argparse.Namespace) -> int:
 
     if a.fill not in FILLS:
         raise UserError(f"--fill {a.fill} does not go with next-edit; choose from {', '.join(FILLS)}")
+    if a.benchmark == "next-edit-elsewhere":
+        return _next_edit_elsewhere(a)
     try:
         if a.benchmark == "next-edit":
             cases = load_cases(a.data, a.limit)
@@ -249,6 +252,27 @@ def _next_edit(a: argparse.Namespace) -> int:
             model += f" (edits: {engine.edits.path})"
     outcomes = _run_cases(a, "next-edit", cases, lambda tick: run(cases, fill, on_result=tick))
     return _write_report(a, {**report(a.benchmark, a.fill, outcomes), "model": model, "region": a.region}, table)
+
+
+def _next_edit_elsewhere(a: argparse.Namespace) -> int:
+    """``--benchmark next-edit-elsewhere``: a finished file's changes as the history, the release's other files
+    open; scored by ``next_edit_elsewhere``."""
+    from edit_engine.engine import Engine
+    from edit_engine.eval import next_edit_elsewhere as elsewhere
+    from edit_engine.eval.benchmarks import BenchmarkError
+
+    if a.fill == "rename-baseline":
+        raise UserError("--fill rename-baseline does not go with next-edit-elsewhere; choose engine or patterns")
+    try:
+        cases = elsewhere.load_cases(a.data, a.limit)
+    except BenchmarkError as e:
+        raise UserError(str(e)) from e
+    edit_model = False if a.edit_model == "none" else a.edit_model
+    engine = Engine.load(a.model, threads=a.threads or None, dtype=a.dtype, edit_model=edit_model)
+    engine.warm_up()
+    fill = elsewhere.engine_filler(engine, use_model=a.fill == "engine")
+    outcomes = _run_cases(a, a.benchmark, cases, lambda tick: elsewhere.run(cases, fill, on_result=tick))
+    return _write_report(a, {**elsewhere.report(outcomes), "model": str(engine.path or "")}, elsewhere.table)
 
 
 def _real_code(a: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ import gzip
 import json
 import random
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,21 @@ def file_cases(case_id: str, path: str, before: str, after: str) -> list[dict[st
                     "region_after": "".join(new[first : stop + len(added) - len(removed)]),
                     "target_diff": "".join(difflib.unified_diff(doc, new, f"a/{path}", f"b/{path}", n=3)),
                     "far": at - line > FAR})
+    return out
+
+
+def wheel_sources(wheel: Path) -> dict[str, str]:
+    """The wheel's ``.py`` files that decode as UTF-8, by path inside it."""
+    out = {}
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            top = info.filename.split("/", 1)[0]
+            if not info.filename.endswith(".py") or top.endswith((".dist-info", ".data")):
+                continue
+            try:
+                out[info.filename] = z.read(info).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
     return out
 
 

@@ -16,7 +16,9 @@ Requests that run the model also send the other open documents of the same langu
 
 ``editEngine/nextEdit`` proposes the change after the user's recent edits (each document's history of diffs,
 ``lsp.history``): one ``Engine.next_edit`` call on the model thread, superseded by the next such request for the
-document and stopped when it is cancelled or the document changes. The proposal carries the command
+document and stopped when it is cancelled or the document changes. A client that asks with ``otherDocuments``
+(and no range) may get a change in another open document of the language (``open_documents``); the answer's
+``textDocument`` says which. The proposal carries the command
 ``editEngine.applyNextEdit``, which sends it back to the client as ``workspace/applyEdit``.
 """
 
@@ -46,7 +48,7 @@ from pygls.lsp.server import LanguageServer
 
 from edit_engine import Engine, Pass, protocol
 from edit_engine.edits.budget import OverBudget
-from edit_engine.engine import NextEdit
+from edit_engine.engine import MAX_OTHERS, NextEdit
 from edit_engine.lsp import indexing, transport
 from edit_engine.lsp import settings as settings_mod
 from edit_engine.lsp.documents import Document, apply_change
@@ -684,9 +686,11 @@ async def infill(ls: EditEngineServer, params: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- next edit
 async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
-    """``editEngine/nextEdit``: ``{textDocument: {uri, version?}, position, range?}`` (``range``: its rows are
-    the editable region; default: around the cursor). Answered with ``protocol.next_edit_response`` or null
-    (no proposal). The history is the document's own (``Document.history``)."""
+    """``editEngine/nextEdit``: ``{textDocument: {uri, version?}, position, range?, otherDocuments?}``
+    (``range``: its rows are the editable region; default: around the cursor; ``otherDocuments: true``: a client
+    that can show an edit in another document lets the server propose one there when the asked document has
+    none). Answered with ``protocol.next_edit_response`` or null (no proposal). The history is the document's
+    own (``Document.history``)."""
     doc = _document_param(ls, params)
     if params.get("position") is None:
         raise JsonRpcInvalidParams("position is required")
@@ -694,12 +698,19 @@ async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
     region = None
     if params.get("range") is not None:
         region = _rows(doc, params["range"])
+    if not isinstance(params.get("otherDocuments", False), bool):
+        raise JsonRpcInvalidParams("otherDocuments must be true or false")
     if _too_large(doc):
         raise JsonRpcServerError(f"{doc.uri} has {len(doc.text):,} characters, over the limit of "
                                  f"{protocol.MAX_DOCUMENT_CHARS:,}", protocol.SERVER_OVERLOADED)
     task = _supersede(ls.inflight_edits, doc.uri)
     version, text = doc.version, doc.text
     history, related = doc.history.diffs(text), related_texts(ls, doc)
+    # With ``otherDocuments`` and no region, the other open documents of the language are searched too (the most
+    # recently edited first); each is held at the version it is read at.
+    opened = open_documents(ls, doc) if region is None and params.get("otherDocuments") is True else []
+    others = {d.uri: d.text for d in opened}
+    versions = {d.uri: (d, d.version, d.text) for d in opened}
     stop = threading.Event()  # set when this request ends (answered, cancelled or superseded)
 
     def should_stop() -> bool:  # read on the model thread between the engine's steps
@@ -711,7 +722,8 @@ async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
         ne: NextEdit | None = None
         try:
             staged = await ls.run_edit(functools.partial(engine.next_edit_patterns, text, cursor, history,
-                                                         doc.language, related or None, region, should_stop))
+                                                         doc.language, related or None, region, should_stop,
+                                                         others or None))
             if staged is not None:
                 ne = staged.proposal or await ls.run_model(
                     functools.partial(engine.next_edit_model, staged, should_stop=should_stop))
@@ -725,12 +737,27 @@ async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
             del ls.inflight_edits[doc.uri]
     if doc.version != version or doc.text is not text or ls.documents.get(doc.uri) is not doc:
         raise JsonRpcContentModified(f"{doc.uri} changed while the request ran (version {version})")
-    log.info("next edit for %s (%d diffs): %s, %.0f ms", doc.uri, len(history),
-             ne.kind if ne is not None else "none", (time.perf_counter() - t0) * 1e3)
+    log.info("next edit for %s (%d diffs): %s%s, %.0f ms", doc.uri, len(history),
+             ne.kind if ne is not None else "none", f" in {ne.document}" if ne and ne.document else "",
+             (time.perf_counter() - t0) * 1e3)
     if ne is None:
         return None
-    return protocol.next_edit_response(_range_json(ls.lsp_range(doc, ne.start, ne.end)), ne.text, doc.uri,
-                                       version, ne.kind, list(ne.patterns), ne.elapsed_ms)
+    target, target_version = doc, version
+    if ne.document is not None:
+        target, target_version, target_text = versions[ne.document]
+        if target.version != target_version or target.text is not target_text or \
+                ls.documents.get(target.uri) is not target:
+            raise JsonRpcContentModified(f"{target.uri} changed while the request ran (version {target_version})")
+    return protocol.next_edit_response(_range_json(ls.lsp_range(target, ne.start, ne.end)), ne.text, target.uri,
+                                       target_version, ne.kind, list(ne.patterns), ne.elapsed_ms, version)
+
+
+def open_documents(ls: EditEngineServer, doc: Document) -> list[Document]:
+    """The other open documents of ``doc``'s language that next edit may change: the most recently edited first,
+    at most ``next_edit.MAX_OTHERS``, none over the size limit."""
+    others = sorted((d for d in ls.documents.values() if d is not doc and d.language == doc.language
+                     and d.text and not _too_large(d)), key=lambda d: d.touched, reverse=True)
+    return others[:MAX_OTHERS]
 
 
 def _rows(doc: Document, r: Any) -> tuple[int, int]:

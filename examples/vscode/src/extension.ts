@@ -12,7 +12,8 @@
 //     the new text after it; Tab applies it (one undo step), asks for the next one and moves there; Escape,
 //     moving the cursor or editing dismisses it. An edit that starts off screen is not drawn there: a hint at
 //     the end of the cursor's line says where it is, the first Tab moves the cursor there and draws it, the
-//     second applies it (nothing is applied that was not on screen);
+//     second applies it (nothing is applied that was not on screen); an edit in another open document is a hint
+//     that names it, the first Tab opens that document there and draws the edit, the second applies it;
 //   * a code action, "Apply next edit" (refactor.rewrite), runs the server's command editEngine.applyNextEdit,
 //     which sends the edit back as workspace/applyEdit.
 import * as vscode from "vscode";
@@ -52,6 +53,7 @@ interface NextEditResult {
   range: LspRange;
   newText: string;
   version: number;
+  textDocument?: { uri: string; version: number }; // the document it edits (another open one, or the asked one)
   kind: string;
   command: { title: string; command: string; arguments: unknown[] };
 }
@@ -127,7 +129,8 @@ const SHOWN_CONTEXT = "editEngine.nextEditShown";
 
 let oldText: vscode.TextEditorDecorationType | undefined;
 let newText: vscode.TextEditorDecorationType | undefined;
-// The edit shown, with the document version and the cursor it is shown for; `far`: only the hint to it is.
+// The edit shown, with the document version and the cursor it is shown for; `far`: only the hint to it is;
+// `target`: the edit is in that other document (at that version), and the hint names it.
 let shown:
   | {
       editor: vscode.TextEditor;
@@ -136,6 +139,7 @@ let shown:
       range: vscode.Range;
       text: string;
       far: boolean;
+      target?: { uri: string; version: number };
     }
   | undefined;
 let asking: vscode.CancellationTokenSource | undefined;
@@ -151,6 +155,7 @@ async function askNextEdit(
   const params = {
     textDocument: { uri: document.uri.toString(), version: document.version },
     position: { line: position.line, character: position.character },
+    otherDocuments: true, // this client shows an edit in another document as a hint, then opens it
   };
   try {
     return await client.sendRequest<NextEditResult | null>(NEXT_EDIT, params, token);
@@ -191,6 +196,21 @@ async function showNextEdit(jump: boolean): Promise<void> {
     return;
   }
   const range = toRange(result.range);
+  const target = result.textDocument;
+  if (target && target.uri !== document.uri.toString()) {
+    const cursor = editor.selection.active;
+    const end = editor.document.lineAt(cursor.line).range.end;
+    const name = vscode.Uri.parse(target.uri).path.split("/").pop();
+    editor.setDecorations(newText, [
+      {
+        range: new vscode.Range(end, end),
+        renderOptions: { after: { contentText: `  → next edit in ${name} at line ${range.start.line + 1}: Tab goes there` } },
+      },
+    ]);
+    shown = { editor, version, cursor, range, text: result.newText, far: true, target };
+    await vscode.commands.executeCommand("setContext", SHOWN_CONTEXT, true);
+    return;
+  }
   const onScreen = editor.visibleRanges.some((r) => r.contains(range.start));
   if (!onScreen) {
     const cursor = editor.selection.active;
@@ -241,6 +261,22 @@ async function acceptNextEdit(): Promise<void> {
   const edit = shown;
   if (!edit || edit.editor.document.version !== edit.version) {
     dismissNextEdit();
+    return;
+  }
+  if (edit.target) {
+    // In another document: open it, move there and draw the edit; the next Tab applies it. An answer for a
+    // version of that document other than the one open is dropped.
+    const target = edit.target;
+    dismissNextEdit();
+    const document = await vscode.workspace.openTextDocument(vscode.Uri.parse(target.uri));
+    if (document.version !== target.version) {
+      return;
+    }
+    const editor = await vscode.window.showTextDocument(document);
+    editor.selection = new vscode.Selection(edit.range.start, edit.range.start);
+    shown = { editor, version: document.version, cursor: edit.range.start, range: edit.range, text: edit.text, far: false };
+    drawNextEdit(editor, edit.range, edit.text);
+    await vscode.commands.executeCommand("setContext", SHOWN_CONTEXT, true);
     return;
   }
   if (edit.far) {
@@ -362,7 +398,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         dismissNextEdit();
       }
     }),
-    vscode.window.onDidChangeActiveTextEditor(() => dismissNextEdit()),
+    vscode.window.onDidChangeActiveTextEditor((e) => {
+      if (!shown || e !== shown.editor) {
+        dismissNextEdit(); // (a next edit in another document opens its editor: that one keeps it)
+      }
+    }),
     client.onNotification("editEngine/pass", (p: PassParams) => renderPass(p)),
     vscode.languages.registerInlineCompletionItemProvider(
       LANGUAGES.map((language) => ({ scheme: "file", language })),

@@ -26,8 +26,10 @@
 --     or editing dismisses it;
 --   * an edit whose first row is off screen is not drawn there: a hint at the end of the cursor's line says
 --     where it is (EditEngineNextEditJump); the first <Tab> moves the cursor to it and draws it, the second
---     applies it. Nothing is ever applied that was not drawn on screen. With `next_edit_auto`, it is asked for after each edit in normal mode and on
---     leaving insert mode.
+--     applies it. An edit in another open buffer (`next_edit_other_documents`) is a hint that names it; the
+--     first <Tab> opens that buffer in the window and draws the edit there, the second applies it. Nothing is
+--     ever applied that was not drawn on screen. With `next_edit_auto`, it is asked for after each edit in
+--     normal mode and on leaving insert mode.
 
 local M = {}
 local api = vim.api
@@ -52,6 +54,7 @@ M.config = {
   next_edit_accept_key = "<Tab>", -- insert and normal mode, while a next edit is shown: apply it, ask again
   next_edit_dismiss_key = "<Esc>", -- normal mode, while a next edit is shown: clear it
   next_edit_auto = false, -- ask after each edit made in normal mode and on leaving insert mode (debounced)
+  next_edit_other_documents = true, -- let the server propose an edit in another open buffer (a hint, then Tab)
   next_edit_debounce_ms = 150,
   next_edit_hl_group = "EditEngineNextEdit", -- the rows as they would read after the edit
   next_edit_old_hl_group = "EditEngineNextEditOld", -- the text the edit replaces
@@ -767,6 +770,28 @@ local function show_jump(bufnr, st, sr)
   map_edit_keys(bufnr)
 end
 
+-- The edit is in another open buffer: a hint at the end of the cursor's line names it; <Tab> opens it there and
+-- draws the edit (`accept_edit`), a second <Tab> applies it. An answer for a buffer that is not loaded, or not at
+-- the version the server read, is dropped.
+local function show_elsewhere(bufnr, st, doc)
+  local target = type(doc.uri) == "string" and vim.uri_to_bufnr(doc.uri) or -1
+  if target < 0 or not api.nvim_buf_is_loaded(target) or vim.lsp.util.buf_versions[target] ~= doc.version then
+    M.edit_state[bufnr] = nil
+    return
+  end
+  M.cancel(bufnr)
+  local row = st.cursor and st.cursor[1] or api.nvim_win_get_cursor(0)[1] - 1
+  local line = (st.edit.range and st.edit.range.start and st.edit.range.start.line or 0) + 1
+  local name = vim.fn.fnamemodify(api.nvim_buf_get_name(target), ":t")
+  local hint = ("  → next edit in %s at line %d: %s goes there"):format(name, line, M.config.next_edit_accept_key)
+  api.nvim_buf_set_extmark(bufnr, M.edit_ns, row, 0, {
+    virt_text = { { hint, M.config.next_edit_jump_hl_group } },
+    virt_text_pos = "eol",
+  })
+  st.shown, st.far, st.target = true, true, target
+  map_edit_keys(bufnr)
+end
+
 local function show_edit(bufnr, st)
   local client = vim.lsp.get_client_by_id(st.client_id)
   local e = st.edit
@@ -837,6 +862,7 @@ function M.next_edit(bufnr, opts)
   return ask_at_cursor(bufnr, M.dismiss_edit, function(bufnr, client, params)
     local st = { client_id = client.id, jump = opts and opts.jump, cursor = cursor_of(bufnr) }
     st.tick = api.nvim_buf_get_changedtick(bufnr)
+    params.otherDocuments = M.config.next_edit_other_documents == true
     local id = send_request(client, bufnr, M.edit_state, st, "editEngine/nextEdit", params, function(err, result)
       if not edit_current(bufnr, st) then
         M.dismiss_edit(bufnr)
@@ -852,6 +878,11 @@ function M.next_edit(bufnr, opts)
         return
       end
       st.edit = result
+      local doc = result.textDocument
+      if type(doc) == "table" and doc.uri ~= vim.uri_from_bufnr(bufnr) then
+        show_elsewhere(bufnr, st, doc)
+        return
+      end
       show_edit(bufnr, st)
     end)
     if id then
@@ -867,8 +898,21 @@ end
 function M.accept_edit(bufnr)
   bufnr = resolve(bufnr)
   local st = M.edit_state[bufnr]
-  if not st or not st.edit or not st.shown or not st.rows or not edit_current(bufnr, st) then
+  if not st or not st.edit or not st.shown or not (st.rows or st.target) or not edit_current(bufnr, st) then
     M.dismiss_edit(bufnr) -- never apply what was not drawn
+    return false
+  end
+  if st.target then -- in another buffer: open it in this window and draw the edit there
+    local target, edit = st.target, st.edit
+    M.dismiss_edit(bufnr)
+    if not api.nvim_buf_is_loaded(target) or vim.lsp.util.buf_versions[target] ~= edit.textDocument.version then
+      return false
+    end
+    api.nvim_win_set_buf(0, target)
+    local ts = { client_id = st.client_id, edit = edit, jump = true, far = false }
+    ts.tick = api.nvim_buf_get_changedtick(target)
+    M.edit_state[target] = ts
+    show_edit(target, ts)
     return false
   end
   if st.far then
