@@ -25,7 +25,6 @@ from __future__ import annotations
 import difflib
 import json
 import random
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -33,6 +32,7 @@ from typing import Any
 
 from edit_engine.eval.apply_set import nearest_rank
 from edit_engine.eval.benchmarks import BenchmarkError
+from edit_engine.eval.next_edit_set import timed
 from edit_engine.eval.release_edits import (
     MANIFEST_FILE,
     MAX_HISTORY,
@@ -177,15 +177,11 @@ def score(case: ElsewhereCase, answer: Answer, outcome: Outcome) -> None:
 
 def run(cases: list[ElsewhereCase], fill: Filler,
         on_result: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Fill and score every case (``next_edit_set.timed``: a ValueError is the case's error)."""
     out = []
     for c in cases:
         o = Outcome(c.case_id)
-        t0 = time.perf_counter()
-        try:
-            got = fill(c)
-        except ValueError as e:
-            got, o.error = None, str(e)
-        o.elapsed_ms = (time.perf_counter() - t0) * 1e3
+        got, o.error, o.elapsed_ms = timed(fill, c)
         if got is not None:
             score(c, got, o)
         out.append(o)

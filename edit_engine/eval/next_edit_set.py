@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from edit_engine.eval.apply_set import nearest_rank
 from edit_engine.eval.benchmarks import BenchmarkError, read_jsonl_cases, resolve_data_dir
@@ -71,6 +71,8 @@ class Proposal:
 
 
 Filler = Callable[[NextEditCase], Proposal | None]
+C = TypeVar("C")
+A = TypeVar("A")
 
 
 # ---------------------------------------------------------------------------------------------------- loading
@@ -235,18 +237,23 @@ class Outcome:
     error: str = ""
 
 
+def timed(fill: Callable[[C], A | None], case: C) -> tuple[A | None, str, float]:
+    """``fill(case)`` (None after a ValueError), the ValueError's message (else ""), and its wall time in ms."""
+    t0 = time.perf_counter()
+    try:
+        got, error = fill(case), ""
+    except ValueError as e:
+        got, error = None, str(e)
+    return got, error, (time.perf_counter() - t0) * 1e3
+
+
 def run(cases: list[NextEditCase], fill: Filler,
         on_result: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Fill and score every case; the time is the filler's wall time. A ValueError is the case's error."""
     out = []
     for c in cases:
         o = Outcome(c.case_id, c.far, c.last - c.first)
-        t0 = time.perf_counter()
-        try:
-            p = fill(c)
-        except ValueError as e:
-            p, o.error = None, str(e)
-        o.elapsed_ms = (time.perf_counter() - t0) * 1e3
+        p, o.error, o.elapsed_ms = timed(fill, c)
         if p is not None:
             o.proposed, o.kind, o.patterns = True, p.kind, list(p.patterns)
             o.exact, o.chrf, o.breaks = p.inside and exact_match(p.region, c.region_after), \
