@@ -511,6 +511,17 @@ def test_websocket_next_edit(server: BackgroundServer) -> None:
             assert m["error"]["code"] == code, m
         # The connection still serves.
         assert _ws_call(ws, 9, {"text": V1, "offset": 20, "history": hist})["result"]["kind"] == "pattern"
+        # Another open document: the renamed function's use there, in that document's positions.
+        done = V0.replace("area(", "circle_area(")
+        other = "from shapes import area\n\nprint(area(9))\n"
+        m = _ws_call(ws, 10, {"text": done, "offset": 0, "history": history_of(V0, done),
+                              "others": {"file:///b.py": other}})
+        assert m["result"]["edit"] == {"range": rpc.lsp_range((0, 0), (0, 23)),
+                                       "text": "from shapes import circle_area", "uri": "file:///b.py"}
+        m = _ws_call(ws, 11, {"text": done, "offset": 0, "history": [], "others": {"file:///b.py": 3}})
+        assert m["error"]["code"] == rpc.INVALID_PARAMS, m
+        m = _ws_call(ws, 12, {"text": done, "offset": 0, "history": [], "others": {"file:///b.py": "x" * 6000}})
+        assert m["error"]["code"] == rpc.SERVER_OVERLOADED, m
 
 
 # ---------------------------------------------------------------------------------------------------- eval

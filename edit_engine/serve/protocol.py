@@ -98,10 +98,15 @@ def apply_result(text: str, elapsed_ms: float, placements: list[dict[str, Any]])
 MAX_HISTORY = 64  # diffs in a next-edit request's history (the engine's ``next_edit.MAX_HISTORY``)
 
 
+MAX_OTHERS = 16  # other open documents in a next-edit request (the engine's ``next_edit.MAX_OTHERS``)
+
+
 class NextEditParams(BaseModel):
     """Params of ``editEngine/nextEdit``: the document, the cursor (``offset`` or ``position``), the user's recent
-    edits (unified diffs, oldest first; the last yields ``text``), snippets of related code, and optionally the
-    editable region (``range``: its rows are the region; default: around the cursor)."""
+    edits (unified diffs, oldest first; the last yields ``text``), snippets of related code, optionally the
+    editable region (``range``: its rows are the region; default: around the cursor) and the other open documents
+    (``others``: uri -> text, the most relevant first) where, without a region, the edit may go when the document
+    holds none."""
 
     model_config = _STRICT
     text: str
@@ -110,6 +115,7 @@ class NextEditParams(BaseModel):
     history: list[str] = Field(default_factory=list, max_length=MAX_HISTORY)
     related: list[str] | None = Field(default=None, max_length=MAX_RELATED)
     range: Range | None = None
+    others: dict[str, str] | None = Field(default=None, max_length=MAX_OTHERS)
     languageId: str = "python"
     uri: str | None = None
     version: int | None = Field(default=None, ge=-INT32_MAX - 1, le=INT32_MAX)
@@ -118,7 +124,8 @@ class NextEditParams(BaseModel):
 
 def next_edit_result(edit: dict[str, Any] | None, kind: str | None, elapsed_ms: float,
                      patterns: list[str] | None = None, version: int | None = None) -> dict[str, Any]:
-    """Result of an ``editEngine/nextEdit`` request: ``edit`` is ``{range, text}`` or None (no proposal)."""
+    """Result of an ``editEngine/nextEdit`` request: ``edit`` is ``{range, text}`` (plus ``uri`` when it is in one
+    of the request's ``others``; the range is in that document) or None (no proposal)."""
     out: dict[str, Any] = {"edit": edit, "kind": kind, "elapsedMs": round(elapsed_ms, 2),
                            "patterns": patterns or []}
     if version is not None:

@@ -241,12 +241,14 @@ class Connection:
 
     async def on_next_edit(self, rid: int | str, params: Any) -> None:
         """``editEngine/nextEdit``: checked here, run in a worker thread (``Engine.next_edit`` parses the document
-        and the history and may run the model), answered with ``{edit: {range, text} | null, kind, elapsedMs,
-        patterns}``. A newer request for the same ``uri`` supersedes it (-32800), as ``$/cancelRequest`` does."""
+        and the history and may run the model), answered with ``{edit: {range, text, uri?} | null, kind,
+        elapsedMs, patterns}`` (``uri``: the edit is in that one of ``others``). A newer request for the same
+        ``uri`` supersedes it (-32800), as ``$/cancelRequest`` does."""
         try:
             p = self._admitted(rid, params, NextEditParams)
             self._check_sizes((("text", len(p.text)), ("history", sum(map(len, p.history))),
-                               ("related", sum(map(len, p.related or [])))))
+                               ("related", sum(map(len, p.related or []))),
+                               *((f"others[{k!r}]", len(v)) for k, v in (p.others or {}).items())))
             if p.offset is None and p.position is None:
                 raise ServeError("invalid_params", "a next-edit request needs position or offset")
         except ServeError as e:
@@ -371,12 +373,17 @@ def _run_next_edit(service: Service, p: NextEditParams, should_stop: Callable[[]
         last = last + 1 if p.range.end.character > 0 or last == first else last
         region = (min(first, len(starts) - 1), min(max(last, first + 1), len(starts)))
     t0 = time.perf_counter()
-    ne = service.engine.next_edit(doc, cursor, p.history, p.languageId, p.related, region, should_stop=should_stop)
+    ne = service.engine.next_edit(doc, cursor, p.history, p.languageId, p.related, region, should_stop=should_stop,
+                                  others=p.others)
     elapsed = (time.perf_counter() - t0) * 1e3
     if ne is None:
         return next_edit_result(None, None, elapsed, version=p.version)
+    where: dict[str, Any] = {}
+    if ne.document is not None and p.others is not None:  # in another document: its positions, its uri
+        doc, where = p.others[ne.document], {"uri": ne.document}
+        starts = positions.line_starts(doc)
     edit = {"range": rpc.lsp_range(positions.offset_to_position(doc, ne.start, enc, starts),
-                                   positions.offset_to_position(doc, ne.end, enc, starts)), "text": ne.text}
+                                   positions.offset_to_position(doc, ne.end, enc, starts)), "text": ne.text, **where}
     return next_edit_result(edit, ne.kind, ne.elapsed_ms, list(ne.patterns), p.version)
 
 
