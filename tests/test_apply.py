@@ -724,6 +724,37 @@ def test_shown_lines_on_either_side_of_a_deleted_block_delete_it() -> None:
     assert out == TWO.replace("    return out\n\n\ndef second(rows):\n", "    return out\n")
 
 
+NOTES = textwrap.dedent('''\
+    def loads(s, **kwargs):
+        """Deserialize data.
+
+        :param s: Text.
+        :param kwargs: Arguments passed on.
+
+        .. versionchanged:: 2.2
+            Calls the app's loader.
+
+        .. versionchanged:: 2.2
+            The ``app`` parameter is deprecated.
+        """
+        return load(s)
+    ''')
+
+
+def test_a_snippet_that_reads_two_ways_is_refused_and_a_line_more_tells_them_apart() -> None:
+    """A note inserted before ``.. versionchanged:: 2.2``, which stands twice: read with the first, the update
+    inserts; with the second, it also deletes the note between. Both parse, so which was meant is not known: the
+    merge refuses (it used to delete). With the line after it shown, only one reading is left."""
+    new = "    .. versionchanged:: 2.3\n        The ``app`` parameter was removed.\n\n"
+    snippet = ("# ... existing code ...\n    :param kwargs: Arguments passed on.\n\n" + new
+               + "    .. versionchanged:: 2.2\n# ... existing code ...\n")
+    with pytest.raises(ValueError, match="reads two ways: '.. versionchanged:: 2.2' stands twice"):
+        merge(NOTES, snippet, "python")
+    more = snippet.replace("2.2\n# ...", "2.2\n        Calls the app's loader.\n# ...")
+    assert merge(NOTES, more, "python").text == NOTES.replace("    .. versionchanged:: 2.2\n        Calls",
+                                                              new + "    .. versionchanged:: 2.2\n        Calls")
+
+
 def test_a_definition_shown_up_to_a_line_it_holds_twice_keeps_its_rest() -> None:
     original = textwrap.dedent('''\
         def timed(fn, reps, sync):

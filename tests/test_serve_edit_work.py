@@ -103,8 +103,19 @@ def test_http_next_edit_stops_when_its_client_disconnects(server: BackgroundServ
     assert engine.stopped.acquire(timeout=TIMEOUT), "the abandoned request's work went on"
 
 
-def test_cancelled_websocket_apply_stops_and_a_full_pool_refuses_at_once(server: BackgroundServer,
+@pytest.fixture()
+def own_server(engine: SlowEngine) -> Iterator[BackgroundServer]:
+    """A server of its own: the shared one's pool may still hold a stopped request of an earlier test (its thread
+    ends just after the work says it stopped)."""
+    s = Settings(port=0, log_level="warning", max_document_chars=5_000, max_tokens=8, edit_workers=1,
+                 max_edit_queue=1)
+    with BackgroundServer(create_app(s, engine=engine), s) as srv:
+        yield srv
+
+
+def test_cancelled_websocket_apply_stops_and_a_full_pool_refuses_at_once(own_server: BackgroundServer,
                                                                          engine: SlowEngine) -> None:
+    server = own_server
     params = {"original": PY, "update": UPDATE, "languageId": "python"}
     with connect(server.ws_url, open_timeout=TIMEOUT) as ws:
         for rid in (1, 2):  # one edit thread and one waiting place: both admitted

@@ -21,7 +21,7 @@ from edit_engine.edits import budget
 from edit_engine.edits.apply.anchoring import Ends, back, forward, scan, search_windows, toward
 from edit_engine.edits.apply.chunks import Chunk
 from edit_engine.edits.apply.definitions import anchor_at, def_anchor, told_apart
-from edit_engine.edits.apply.source import Source, indent_width
+from edit_engine.edits.apply.source import Source, indent_width, norm
 
 MAX_CANDIDATES = 16  # ambiguous chunks: candidate places weighed (the first ones after the previous chunk)
 # An ambiguous chunk goes to the place most like it only when that place's likeness (difflib ratio with the lines
@@ -183,6 +183,12 @@ def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
         spot = _edges(src, ch, _blank_edges(src, ch, Spot(p, q + 1, ch.lines, "lines"), i, j), i, j, last) \
             if p <= q and i <= j else None
         if spot is not None and guard.ok(ch, spot):
+            twice = _deletes_an_edge(src, ch, spot, i, j)
+            if twice is not None:
+                raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + n}, starting "
+                                 f"{ch.lines[0].strip()[:60]!r}) reads two ways: {twice.strip()[:60]!r} stands twice "
+                                 "there, and the original lines between could be kept or deleted; show a line more of "
+                                 "context, or a marker where code stays")
             if src.lines[spot.a : spot.b] != ch.lines or len(head.rows) < 2:
                 loose = src.lines[p] != ch.lines[i] or src.lines[q] != ch.lines[j]
                 spot.note = "ignoring whitespace" if loose else ""
@@ -198,6 +204,28 @@ def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
     if strict:
         return None
     return [c for c in _candidates(src, ch, head, tail, last) if guard.ok(ch, c)] or None
+
+
+def _deletes_an_edge(src: Source, ch: Chunk, spot: Spot, i: int, j: int) -> str | None:
+    """Among the rows the spot would delete (those of its span the chunk's lines do not keep) stands another copy
+    of the chunk's first or last matched line, and the chunk read with that copy as its edge, deleting less,
+    leaves a file that parses as well as the original: which was meant is not known (the spot's own edges were
+    found apart, each by its nearest match to a unique line). That line (None: no such reading)."""
+    span, lines = src.norm[spot.a : spot.b], [norm(x) for x in spot.lines]
+    top, bottom = norm(ch.lines[i]), norm(ch.lines[j])
+    if not {top, bottom} & set(span) - {""}:
+        return None
+    budget.spend(len(span) * len(lines))
+    kept = {a + k for a, _, size in difflib.SequenceMatcher(None, span, lines, autojunk=False).get_matching_blocks()
+            for k in range(size)}
+    for r, x in enumerate(span):
+        if r in kept or not x or x not in (top, bottom):
+            continue
+        a, b = (spot.a + r, spot.b) if x == top else (spot.a, spot.a + r + 1)
+        budget.spend(src.n)
+        if src.parses(src.lines[:a] + spot.lines + src.lines[b:]) is not False:
+            return src.lines[spot.a + r]
+    return None
 
 
 def _candidates(src: Source, ch: Chunk, head: Ends, tail: Ends, last: bool) -> list[Spot]:

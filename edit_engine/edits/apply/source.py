@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edit_engine.edits import budget
+from edit_engine.syntax import repair
 from edit_engine.syntax import trees as syntax
 
 
@@ -152,11 +153,27 @@ class Source:
         for i, (x, y) in enumerate(zip(lines, self.norm, strict=True)):
             self.exact.setdefault(x, []).append(i)
             self.loose.setdefault(y, []).append(i)
+        self.language = language
         self.grammar = syntax.load(language)
         self.defs = definitions(syntax.Document.parse("\n".join(lines), language)) if lines else []
         self.by_name: dict[str, list[int]] = {}
         for i, d in enumerate(self.defs):
             self.by_name.setdefault(d.name, []).append(i)
+
+    def parses(self, lines: list[str]) -> bool | None:
+        """Whether ``lines`` parse (Python's parser for Python, tree-sitter for the others); None when the
+        original itself does not, or its language has no grammar (nothing to tell)."""
+        if self.language == "python":
+            if repair.python_error("\n".join(self.lines)) is not None:
+                return None
+            return repair.python_error("\n".join(lines)) is None
+        if not self.grammar.has_tree:
+            return None
+        before = syntax.Document.parse("\n".join(self.lines), self.language).tree
+        if before is None or before.root_node.has_error:
+            return None
+        after = syntax.Document.parse("\n".join(lines), self.language).tree
+        return after is not None and not syntax.broken_nodes(after)
 
     def same(self, row: int, line: str) -> bool:
         return 0 <= row < self.n and (self.lines[row] == line or self.norm[row] == norm(line))
