@@ -140,6 +140,8 @@ def _deleted(site: list[str], gone: list[str], same_arity: bool, i: int) -> int 
 
 
 def call_edits(r: Region, calls: list[CallChange]) -> list[Edit]:
+    if not calls:
+        return []
     out: list[Edit] = []
     by_name = {c.callee: c for c in calls}  # the most recent change of a callee
     for name, node in _calls_in(r):
@@ -259,9 +261,11 @@ def argument_edits(r: Region, params: list[ParamAdded]) -> list[Edit]:
     """Calls of a definition that gained a parameter without a default get the argument (a name of that spelling
     in scope at the call); calls inside such a definition that forward its parameters (``k=k``) forward the
     new one too."""
+    if not params:
+        return []
     out: list[Edit] = []
     wanted = {p.name: p for p in params if not p.default}
-    for name, node in _calls_in(r):
+    for name, node in _calls_in(r) if wanted else ():
         p = wanted.get(name)
         if p is None:
             continue

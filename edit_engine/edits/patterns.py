@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import builtins
 import difflib
+import functools
 import keyword
 import re
 from dataclasses import dataclass, field
@@ -72,6 +73,21 @@ def is_identifier(tok: str) -> bool:
 def tokens(line: str) -> list[tuple[int, int, str]]:
     """``(start, end, text)`` of each token of ``line`` (words and single punctuation marks)."""
     return [(m.start(), m.end(), m.group()) for m in TOKEN.finditer(line)]
+
+
+def token_texts(line: str) -> tuple[str, ...]:
+    """The texts of ``tokens(line)``; those of lines up to ``CACHED_LINE`` characters are kept (the last
+    ``CACHED_LINES`` of them), for the lines compared again and again (a pattern's rows against every row of the
+    open documents)."""
+    return _cached_texts(line) if len(line) <= CACHED_LINE else tuple(TOKEN.findall(line))
+
+
+CACHED_LINE, CACHED_LINES = 400, 8_192  # at most a few MB
+
+
+@functools.lru_cache(maxsize=CACHED_LINES)
+def _cached_texts(line: str) -> tuple[str, ...]:
+    return tuple(TOKEN.findall(line))
 
 
 def indent_of(line: str) -> str:

@@ -433,6 +433,8 @@ def _gone_edits(r: Region, a: Analysis) -> list[Edit]:
     """A name whose definition the history removed leaves the lists and argument lists it was an item of
     (``{**a, **removed, **b}`` -> ``{**a, **b}``)."""
     out: list[Edit] = []
+    if not a.gone:
+        return out
     for row in range(r.first, r.last):
         line, base = r.line(row), r.starts[row]
         toks = tokens(line)

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from edit_engine.edits.patterns import indent_of, is_identifier, tokens
+from edit_engine.edits.patterns import indent_of, is_identifier, token_texts
 from edit_engine.syntax import trees as syntax
 
 STOP_WORDS = frozenset({"self", "cls", "this", "None", "True", "False", "null", "nil", "true", "false"})
@@ -68,7 +68,7 @@ def node_span(r: Region, node: Any) -> tuple[int, int]:
 def unify(line: str, pattern: str, mapping: dict[str, str]) -> tuple[int, int] | None:
     """Whether ``line`` has ``pattern``'s tokens up to a renaming of identifiers, consistent with ``mapping``
     (pattern word -> line word; extended in place). Returns (tokens, equal tokens), or None."""
-    a, b = [t for *_, t in tokens(line)], [t for *_, t in tokens(pattern)]
+    a, b = token_texts(line), token_texts(pattern)
     if len(a) != len(b):
         return None
     inverse = {v: k for k, v in mapping.items()}
