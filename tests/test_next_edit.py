@@ -73,17 +73,6 @@ c = area(3)
 """
 
 
-def test_a_builtin_swapped_in_one_use_is_not_renamed_elsewhere(tiny_engine: Engine) -> None:
-    """``list`` -> ``Sequence`` in one annotation changes that use; the other uses of the built-in are other
-    things. A built-in the history itself defined is a name like any other."""
-    v0 = "def f(rows):\n    out: list[int] = []\n    keys = list(rows)\n    return out, keys\n"
-    v1 = v0.replace("out: list[int]", "out: Sequence[int]")
-    assert propose(tiny_engine, v1, after(v1, 1), history_of(v0, v1)) is None
-    w0 = "def list(rows):\n    return rows\n\n\nkeys = list([1])\n"
-    w1 = w0.replace("def list(", "def listing(")
-    assert propose(tiny_engine, w1, after(w1, 0), history_of(w0, w1)) == w1.replace("= list(", "= listing(")
-
-
 def test_rename_goes_to_the_next_site_after_the_cursor(tiny_engine: Engine) -> None:
     v1 = V0.replace("def area", "def circle_area")
     v2 = v1.replace("a = area(1)", "a = circle_area(1)")

@@ -5,8 +5,7 @@ last one yields the document). ``parse_diff`` reads one; ``analyse`` turns them 
 that can be made again elsewhere (``Analysis``):
 
 - **renames**: a word replaced one-for-one on a changed row (``iter`` -> ``it``) when the rows stay at least half
-  the same (``RENAME_SIMILARITY``) and the old word is not used that way on the new rows any more, nor is a
-  built-in name the history does not define (``_builtin_swap``); an attribute
+  the same (``RENAME_SIMILARITY``) and the old word is not used that way on the new rows any more; an attribute
   (``self.x`` -> ``self.y``) is kept apart from a plain name, a parameter or keyword name is marked. Also a
   definition whose name changed (one name no longer defined where one new one is, or where several are, the one
   extending it) and an imported name that one new import replaced (over the history; in a parenthesized import
@@ -28,7 +27,6 @@ in the editable region; ``next_edit.py`` picks one.
 from __future__ import annotations
 
 import bisect
-import builtins
 import difflib
 import functools
 import keyword
@@ -317,7 +315,7 @@ def analyse(history: list[str], document: str, language: str = "python") -> Anal
                 a.calls += calls
                 a.params += params
                 imports |= {id(c) for c in inside}
-    a.renames = [x for x in _renames(a, imports) if not _builtin_swap(x, a.changes, language)]
+    a.renames = _renames(a, imports)
     a.defined = defines(document) if a.renames or a.calls else set()
     a.gone = _gone(a.changes, document, {x.old for x in a.renames})
     a.aliases = _aliases(a.changes)[-MAX_NAMED:]
@@ -409,18 +407,6 @@ def _renames(an: Analysis, imports: set[int] | None = None) -> list[Rename]:
     added = {n for c in chs for x in c.added for n in _imported(x, id(c) in listed)}
     _note_swap(found, removed - added, added - removed)
     return [Rename(o, n, attr, o in keywords) for (o, attr), n in found.items() if n is not None]
-
-
-_BUILTINS = {"python": frozenset(dir(builtins))}
-
-
-def _builtin_swap(x: Rename, changes: list[Change], language: str) -> bool:
-    """A plain word swap whose old word is one of the language's built-in names (``list`` -> ``Sequence`` in one
-    annotation, ``object`` -> ``Any``) that the history does not define: a change of that use, not a rename of
-    a name (the built-in's other uses are other things)."""
-    if x.attribute or x.old not in _BUILTINS.get(language, frozenset()):
-        return False
-    return not any(defined_name(row) == x.old for c in changes for row in c.removed)
 
 
 _DEFINED = re.compile(
