@@ -239,6 +239,23 @@ async def test_a_rename_is_carried_to_another_open_document(packaged: Session) -
 
 @pytest.mark.slow
 @e2e
+async def test_a_file_not_changed_yet_takes_the_patterns_of_the_one_changed_last(packaged: Session) -> None:
+    """The function renamed in lib.py; the user goes to app.py, which has no changes of its own, and asks there:
+    the edit is in app.py (the server searches it first with lib.py's history)."""
+    lib = Editor(packaged, "file:///moved/lib.py", LIB)
+    app = Editor(packaged, "file:///moved/app.py", APP)
+    lib.rename_at(LIB.index("load_config"), "load_config", "read_config")
+    lib.rename_at(lib.text.rindex("load_config"), "load_config", "read_config")
+    assert await app.next_edit(0) is None  # a client that does not ask for others: app.py's own history is empty
+    result = await app.next_edit(len(app.text), otherDocuments=True)
+    assert result is not None, "no proposal"
+    assert result["textDocument"] == {"uri": app.uri, "version": app.version} and result["version"] == app.version
+    assert result["range"] == rng(app.text, 0, len("from lib import load_config"))
+    assert result["newText"] == "from lib import read_config"
+
+
+@pytest.mark.slow
+@e2e
 async def test_bad_params_unknown_documents_and_stale_versions_get_errors(packaged: Session) -> None:
     ed = Editor(packaged, "file:///errors.py", DOC)
     td = {"uri": ed.uri}

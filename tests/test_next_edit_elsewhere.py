@@ -56,6 +56,19 @@ def test_the_document_itself_comes_first(tiny_engine: Engine) -> None:
     assert ne is not None and ne.document is None and ne.apply(half) == RENAMED
 
 
+def test_with_others_first_the_user_s_file_comes_before_the_changed_one(tiny_engine: Engine) -> None:
+    """The function was renamed at its definition only; the user went to the file that imports it. That file is
+    searched first; without ``others_first`` the use left in the changed file comes first."""
+    half = LIB.replace("def load_config", "def read_config")
+    ne = tiny_engine.next_edit(half, 0, HISTORY[:1], use_model=False, others={"app.py": APP}, others_first=True)
+    assert ne is not None and ne.document == "app.py" and "read_config" in ne.apply(APP)
+    ne = tiny_engine.next_edit(half, 0, HISTORY[:1], use_model=False, others={"app.py": APP})
+    assert ne is not None and ne.document is None and ne.apply(half) == RENAMED
+    done = APP.replace("load_config", "read_config")  # nothing left there: the changed file's own use
+    ne = tiny_engine.next_edit(half, 0, HISTORY[:1], use_model=False, others={"app.py": done}, others_first=True)
+    assert ne is not None and ne.document is None and ne.apply(half) == RENAMED
+
+
 def test_a_region_keeps_the_search_in_the_document(tiny_engine: Engine) -> None:
     rows = RENAMED.count("\n") + 1
     assert tiny_engine.next_edit(RENAMED, len(RENAMED), HISTORY, use_model=False, region=(0, rows),

@@ -12,7 +12,10 @@ benchmark's rule around a target). Structure first, model second:
    adjacent rows are one hunk, as a diff tool would show them); the first hunk after the cursor is proposed, else
    the nearest one before it: one edit at a time, as editors present them, however far (a front end shows the
    way to one off screen). A hunk whose edit would add a syntax error (tree-sitter, and Python's own parser for
-   Python) is skipped.
+   Python) is skipped. When the document has none and no region was given, the other open documents the front
+   end sent (``others``: name -> text, the most relevant first) are searched the same way, each from its top, by
+   the patterns that carry across files (``propagate.for_elsewhere``); the proposal names its document. With
+   ``others_first`` (the user moved to another file, which has no history of its own) they come before it.
 2. **Model.** Where no pattern applies, the model rewrites the row most likely to change next (the first after
    the cursor sharing the most words with the last change; rewrite mode re-masks its least likely tokens and
    denoises, ``rounds``). The rewrite is proposed only when it changes the row, breaks nothing in the parse,
@@ -93,16 +96,18 @@ class Request:
     last: int
     anywhere: bool = False  # no region was given: patterns are sought in the whole document
     others: tuple[tuple[str, str], ...] = ()  # other open documents (name, text), the most relevant first
+    others_first: bool = False  # search them before the document (the history is the document's, the user elsewhere)
 
 
 def check_request(document: str, cursor: int, history: list[str], language: str = "python",
                   related: list[str] | None = None, region: tuple[int, int] | None = None,
-                  others: Mapping[str, str] | None = None) -> Request:
+                  others: Mapping[str, str] | None = None, others_first: bool = False) -> Request:
     """The request, checked; ``region`` (rows, end exclusive) defaults to ``default_region``; ``others``: the
     other open documents of the language, name -> text, the most relevant first. Raises ValueError: a document
     over the engine's limit or not valid Unicode, a cursor outside it, a history that is not a list of strings, a
     region outside the document or over ``MAX_REGION_ROWS``, other documents that are not names and texts (or
-    more than ``MAX_OTHERS``, or one that is the request's own name twice)."""
+    more than ``MAX_OTHERS``). ``others_first``: the user is in the first of ``others`` and the history is this
+    document's (the one they changed last): those are searched first, this document last."""
     if not isinstance(document, str):
         raise ValueError("document must be a string")
     if related is not None and (not isinstance(related, (list, tuple)) or not all(isinstance(x, str) for x in related)):
@@ -129,7 +134,7 @@ def check_request(document: str, cursor: int, history: list[str], language: str 
     if last - first > MAX_REGION_ROWS:
         raise ValueError(f"region of {last - first} rows exceeds the limit of {MAX_REGION_ROWS}")
     return Request(document, cursor, tuple(history), language, tuple(related or ()), first, last, region is None,
-                   _check_others(others))
+                   _check_others(others), bool(others_first))
 
 
 def _check_others(others: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
@@ -370,28 +375,30 @@ def pattern_stage(rt: Runtime | None, req: Request,
     (``budget.limit``: past it, ``budget.OverBudget``); None when ``should_stop`` stopped it."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
+    limit = budget.limit(req.document, *req.history, *req.related)
+    first = req.others_first and req.anywhere and bool(req.others)
     try:
-        with budget.scope(budget.limit(req.document, *req.history, *req.related), "next edit", should_stop):
+        with budget.scope(limit, "next edit", should_stop):
             analysis = patterns.analyse(list(req.history), req.document, req.language)
             doc = rt.document(req.document, req.language, None) if rt is not None else \
                 syntax.Document.parse(req.document, req.language)
             timings["analyse"] = (time.perf_counter() - t0) * 1e3
-            h = propose_pattern(req, doc, analysis)
+            h = None if first else propose_pattern(req, doc, analysis)
+        timings["patterns"] = (time.perf_counter() - t0) * 1e3 - timings["analyse"]
+        name = None
+        if h is None and req.anywhere and req.others:
+            t1 = time.perf_counter()
+            got = propose_elsewhere(rt, req, analysis, should_stop)
+            timings["elsewhere"] = (time.perf_counter() - t1) * 1e3
+            if got is not None:
+                name, h = got
+        if h is None and first:
+            with budget.scope(limit, "next edit", should_stop):
+                h = propose_pattern(req, doc, analysis)
     except budget.Stopped:
         return None
     except RecursionError:
         raise ValueError("the document or its history nests too deeply to analyse") from None
-    timings["patterns"] = (time.perf_counter() - t0) * 1e3 - timings["analyse"]
-    name = None
-    if h is None and req.anywhere and req.others:
-        t1 = time.perf_counter()
-        try:
-            got = propose_elsewhere(rt, req, analysis, should_stop)
-        except budget.Stopped:
-            return None
-        timings["elsewhere"] = (time.perf_counter() - t1) * 1e3
-        if got is not None:
-            name, h = got
     ne = None if h is None else NextEdit(h.start, h.end, h.text, "pattern", (time.perf_counter() - t0) * 1e3,
                                          h.kinds, 1.0, timings, name)
     return Staged(req, analysis, ne, t0, timings)

@@ -268,23 +268,27 @@ class Engine:
     def next_edit(self, document: str, cursor: int, history: list[str], language: str = "python",
                   related: list[str] | None = None, region: tuple[int, int] | None = None, use_model: bool = True,
                   seed: int = 0, should_stop: Callable[[], bool] | None = None,
-                  others: Mapping[str, str] | None = None) -> NextEdit | None:
+                  others: Mapping[str, str] | None = None, others_first: bool = False) -> NextEdit | None:
         """The change after the recent edits (``history``: unified diffs, oldest first) near ``cursor``, inside
         ``region`` (rows), or None (``next_edit.py`` documents the arguments). Without a region, ``others`` (the
         other open documents, name -> text, the most relevant first) are searched when the document holds no
-        pattern edit: the proposal's ``document`` names the one it edits. Raises ValueError."""
-        req = next_edits.check_request(document, cursor, history, language, related, region, others)
+        pattern edit (before it with ``others_first``: the user is in the first of them, this document being the
+        one they changed last): the proposal's ``document`` names the one it edits. Raises ValueError."""
+        req = next_edits.check_request(document, cursor, history, language, related, region, others,
+                                           others_first)
         return next_edits.next_edit(self.edits.runtime(self.rt, use_model), req, use_model, seed, should_stop)
 
     def next_edit_patterns(self, document: str, cursor: int, history: list[str], language: str = "python",
                            related: list[str] | None = None, region: tuple[int, int] | None = None,
                            should_stop: Callable[[], bool] | None = None,
-                           others: Mapping[str, str] | None = None) -> next_edits.Staged | None:
+                           others: Mapping[str, str] | None = None,
+                           others_first: bool = False) -> next_edits.Staged | None:
         """``next_edit``'s first stage, which runs no model: the history analysed and the pattern edit chosen
         (``Staged.proposal``); None when ``should_stop`` stopped it. ``next_edit_model`` finishes it. A front
         end runs the two on different threads, so that this CPU work never waits behind the model, nor the
         model behind it. Raises ValueError (also past the request's work budget)."""
-        req = next_edits.check_request(document, cursor, history, language, related, region, others)
+        req = next_edits.check_request(document, cursor, history, language, related, region, others,
+                                           others_first)
         return next_edits.pattern_stage(self.rt, req, should_stop)
 
     def next_edit_model(self, staged: next_edits.Staged, use_model: bool = True, seed: int = 0,

@@ -689,8 +689,9 @@ async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
     """``editEngine/nextEdit``: ``{textDocument: {uri, version?}, position, range?, otherDocuments?}``
     (``range``: its rows are the editable region; default: around the cursor; ``otherDocuments: true``: a client
     that can show an edit in another document lets the server propose one there when the asked document has
-    none). Answered with ``protocol.next_edit_response`` or null (no proposal). The history is the document's
-    own (``Document.history``)."""
+    none; a document with no history of its own then takes that of the open document changed last, and is
+    searched first). Answered with ``protocol.next_edit_response`` or null (no proposal). The history is the
+    document's own (``Document.history``)."""
     doc = _document_param(ls, params)
     if params.get("position") is None:
         raise JsonRpcInvalidParams("position is required")
@@ -710,7 +711,14 @@ async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
     # recently edited first); each is held at the version it is read at.
     opened = open_documents(ls, doc) if region is None and params.get("otherDocuments") is True else []
     others = {d.uri: d.text for d in opened}
-    versions = {d.uri: (d, d.version, d.text) for d in opened}
+    versions = {d.uri: (d, d.version, d.text) for d in (*opened, doc)}
+    # A document with no changes of its own takes the patterns of the open one changed last (a function renamed
+    # there, then the user came here): that one's history, this document searched first.
+    source = next((d for d in opened if d.history.diffs(d.text)), None) if opened and not history else None
+    asked = (text, cursor, history)
+    if source is not None:
+        others = {doc.uri: text, **{d.uri: d.text for d in opened if d is not source}}
+        asked = (source.text, 0, source.history.diffs(source.text))
     stop = threading.Event()  # set when this request ends (answered, cancelled or superseded)
 
     def should_stop() -> bool:  # read on the model thread between the engine's steps
@@ -721,9 +729,9 @@ async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
         engine = await ls.engine()
         ne: NextEdit | None = None
         try:
-            staged = await ls.run_edit(functools.partial(engine.next_edit_patterns, text, cursor, history,
-                                                         doc.language, related or None, region, should_stop,
-                                                         others or None))
+            staged = await ls.run_edit(functools.partial(engine.next_edit_patterns, *asked, doc.language,
+                                                         related or None, region, should_stop, others or None,
+                                                         source is not None))
             if staged is not None:
                 ne = staged.proposal or await ls.run_model(
                     functools.partial(engine.next_edit_model, staged, should_stop=should_stop))
@@ -743,8 +751,9 @@ async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
     if ne is None:
         return None
     target, target_version = doc, version
-    if ne.document is not None:
-        target, target_version, target_text = versions[ne.document]
+    name = ne.document if ne.document is not None else source.uri if source is not None else None
+    if name is not None and name != doc.uri:
+        target, target_version, target_text = versions[name]
         if target.version != target_version or target.text is not target_text or \
                 ls.documents.get(target.uri) is not target:
             raise JsonRpcContentModified(f"{target.uri} changed while the request ran (version {target_version})")
