@@ -226,6 +226,24 @@ def test_an_edit_in_another_buffer_is_a_hint_the_first_tab_opens_it_the_second_a
     assert "\n".join(nv.lua(f"return {LINES}")) + "\n" == APP.replace("load_config", "read_config")
 
 
+@pytest.mark.slow
+def test_in_a_file_not_changed_yet_the_rename_made_in_another_is_proposed(nvim_session: Any) -> None:
+    """The function renamed in lib.py; the user opens app.py, which imports it, and asks there: the import row is
+    proposed in app.py itself, and <Tab> applies it."""
+    nv: Nvim = nvim_session(width=WIDTH, height=20)
+    nv.lua(COUNT_ANSWERS)
+    nv.open("lib.py", LIB)
+    nv.keys("1G^wcwread_config<Esc>6G^wcwread_config<Esc>")
+    nv.open("app.py", APP)
+    nv.request("nvim_command", "EditEngineNextEdit")
+    nv.wait(SHOWN, "the next edit in app.py")
+    assert nv.lua(f"return {EDIT}.target") is None  # in this buffer: drawn here
+    nv.wait_screen(lambda f: any(drawn_with(nv, row, NEW).rstrip() == "from lib import read_config" for row in f),
+                   "the edit on screen")
+    nv.keys("<Tab>")
+    assert nv.lua(f"return {LINES}")[0] == "from lib import read_config"
+
+
 SHIFTED = "def load(path):\n    data = read(path)\n    if not data:\n        raise ValueError()\n    return data\n"
 
 
