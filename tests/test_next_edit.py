@@ -518,6 +518,13 @@ def test_websocket_next_edit(server: BackgroundServer) -> None:
                               "others": {"file:///b.py": other}})
         assert m["result"]["edit"] == {"range": rpc.lsp_range((0, 0), (0, 23)),
                                        "text": "from shapes import circle_area", "uri": "file:///b.py"}
+        half = V0.replace("def area(", "def circle_area(")  # its own calls not renamed yet: they come first ...
+        m = _ws_call(ws, 13, {"text": half, "offset": 0, "history": history_of(V0, half),
+                              "others": {"file:///b.py": other}})
+        assert "uri" not in m["result"]["edit"]
+        m = _ws_call(ws, 14, {"text": half, "offset": 0, "history": history_of(V0, half),  # ... unless asked
+                              "others": {"file:///b.py": other}, "othersFirst": True})
+        assert m["result"]["edit"]["uri"] == "file:///b.py"
         m = _ws_call(ws, 11, {"text": done, "offset": 0, "history": [], "others": {"file:///b.py": 3}})
         assert m["error"]["code"] == rpc.INVALID_PARAMS, m
         m = _ws_call(ws, 12, {"text": done, "offset": 0, "history": [], "others": {"file:///b.py": "x" * 6000}})

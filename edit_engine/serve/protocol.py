@@ -106,7 +106,7 @@ class NextEditParams(BaseModel):
     edits (unified diffs, oldest first; the last yields ``text``), snippets of related code, optionally the
     editable region (``range``: its rows are the region; default: around the cursor) and the other open documents
     (``others``: uri -> text, the most relevant first) where, without a region, the edit may go when the document
-    holds none."""
+    holds none (``othersFirst``: before it; the user is in the first of them, the history is this document's)."""
 
     model_config = _STRICT
     text: str
@@ -116,6 +116,7 @@ class NextEditParams(BaseModel):
     related: list[str] | None = Field(default=None, max_length=MAX_RELATED)
     range: Range | None = None
     others: dict[str, str] | None = Field(default=None, max_length=MAX_OTHERS)
+    othersFirst: bool = False
     languageId: str = "python"
     uri: str | None = None
     version: int | None = Field(default=None, ge=-INT32_MAX - 1, le=INT32_MAX)

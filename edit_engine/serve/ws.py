@@ -374,7 +374,7 @@ def _run_next_edit(service: Service, p: NextEditParams, should_stop: Callable[[]
         region = (min(first, len(starts) - 1), min(max(last, first + 1), len(starts)))
     t0 = time.perf_counter()
     ne = service.engine.next_edit(doc, cursor, p.history, p.languageId, p.related, region, should_stop=should_stop,
-                                  others=p.others)
+                                  others=p.others, others_first=p.othersFirst)
     elapsed = (time.perf_counter() - t0) * 1e3
     if ne is None:
         return next_edit_result(None, None, elapsed, version=p.version)
