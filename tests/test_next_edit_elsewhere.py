@@ -56,6 +56,30 @@ def test_the_document_itself_comes_first(tiny_engine: Engine) -> None:
     assert ne is not None and ne.document is None and ne.apply(half) == RENAMED
 
 
+@pytest.mark.parametrize("language, lib, app, old, new, row", [
+    ("python", "def load_config(path):\n    return open(path).read()\n",
+     "import lib\n\n\ndef run(path):\n    return lib.load_config(path)\n", "load_config", "read_config",
+     "    return lib.load_config(path)"),
+    ("typescript", "export function loadConfig(path: string): string {\n  return read(path);\n}\n",
+     'import { loadConfig } from "./lib";\n\nexport const cfg = loadConfig("a");\n', "loadConfig", "readConfig",
+     'import { loadConfig } from "./lib";'),
+    ("go", "package lib\n\nfunc LoadConfig(path string) string {\n\treturn read(path)\n}\n",
+     'package app\n\nimport (\n\t"fmt"\n\t"example.com/lib"\n)\n\nfunc Run(p string) {\n\tfmt.Println(lib.LoadConfig(p))\n}\n',
+     "LoadConfig", "ReadConfig", "\tfmt.Println(lib.LoadConfig(p))"),
+    ("rust", "pub fn load_config(path: &str) -> String {\n    read(path)\n}\n",
+     "use crate::lib::load_config;\n\npub fn run(p: &str) -> String {\n    load_config(p)\n}\n", "load_config",
+     "read_config", "use crate::lib::load_config;"),
+])
+def test_a_renamed_function_is_renamed_where_another_module_uses_it(tiny_engine: Engine, language: str, lib: str,
+                                                                     app: str, old: str, new: str, row: str) -> None:
+    """Imported by name, or reached through the module's name (``lib.load_config``, Go's ``lib.LoadConfig``)."""
+    changed = lib.replace(old, new)
+    ne = tiny_engine.next_edit(changed, len(changed), [diff(lib, changed, "lib")], language, use_model=False,
+                               others={"app": app})
+    assert ne is not None and ne.document == "app" and app[ne.start : ne.end] == row
+    assert ne.text == row.replace(old, new)
+
+
 def test_with_others_first_the_user_s_file_comes_before_the_changed_one(tiny_engine: Engine) -> None:
     """The function was renamed at its definition only; the user went to the file that imports it. That file is
     searched first; without ``others_first`` the use left in the changed file comes first."""

@@ -86,7 +86,7 @@ def candidates(r: Region, a: Analysis, elsewhere: bool = False) -> list[Edit]:
         out += _alias_edits(r, a.aliases) + _keyword_edits(r, a)
         if r.doc.tree is not None:
             out += _default_edits(r, a.params)
-    out += _rename_edits(r, a) + rules.edits(r, a)
+    out += _rename_edits(r, a, _modules(r) if elsewhere else frozenset()) + rules.edits(r, a)
     if elsewhere:  # each module imports what it uses: another's import change says nothing of this one's
         out = [e for e in out if not (e.kind == "line" and _imports(r, e))]
     fresh = [] if elsewhere else _fresh_rows(a)
@@ -106,6 +106,16 @@ def for_elsewhere(a: Analysis) -> Analysis:
 
 _IMPORT_ROW = re.compile(r"^[ \t]*(?:from\s+\S+\s+import\b|import\b|use\s+\w|#include\b|"
                          r"(?:export\s+)?(?:const|let|var)\s+\S+\s*=\s*require\()", re.M)
+
+
+def _modules(r: Region) -> frozenset[str]:
+    """The words of the document's import statements (the names they bind among them)."""
+    if r.doc.tree is None:
+        return frozenset(m.group() for x in _IMPORT_ROW.finditer(r.text)
+                         for m in WORD.finditer(r.line(r.row_of(x.start()))))
+    nodes = nodes_in_rows(r.doc, frozenset({"import_statement", "import_from_statement", "import_declaration",
+                                            "use_declaration"}), 0, len(r.starts))
+    return frozenset(m.group() for n in nodes for m in WORD.finditer(node_text(r, n)))
 
 
 def _imports(r: Region, e: Edit) -> bool:
@@ -482,7 +492,9 @@ def _import_edits(r: Region, a: Analysis) -> list[Edit]:
     return out
 
 
-def _rename_edits(r: Region, a: Analysis) -> list[Edit]:
+def _rename_edits(r: Region, a: Analysis, modules: frozenset[str] = frozenset()) -> list[Edit]:
+    """``modules``: in another document, the names its imports bind (``import lib``, Go's ``"x/lib"``): there a
+    renamed name of the changed module is also reached through them (``lib.load_config``)."""
     if not a.renames:
         return _gone_edits(r, a) + _import_edits(r, a)
     attr = {x.old: x.new for x in a.renames if x.attribute}
@@ -505,7 +517,8 @@ def _rename_edits(r: Region, a: Analysis) -> list[Edit]:
             dotted = k > 0 and toks[k - 1][2] == "." and toks[k - 1][1] == s
             # In code an attribute access takes an attribute rename and a bare name a plain one; in strings and
             # comments either does.
-            on_self = dotted and k > 1 and toks[k - 2][2] in STOP_WORDS  # self.x mirrors a parameter x
+            # self.x mirrors a parameter x; lib.x is the changed module's x, seen from another one
+            on_self = dotted and k > 1 and (toks[k - 2][2] in STOP_WORDS or toks[k - 2][2] in modules)
             new = (plain.get(t) or attr.get(t)) if inside else \
                 (attr.get(t) or (plain.get(t) if on_self else None)) if dotted else plain.get(t)
             if new is not None and not inside and t not in named and \
