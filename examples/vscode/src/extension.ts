@@ -268,8 +268,15 @@ async function acceptNextEdit(): Promise<void> {
     // version of that document other than the one open is dropped.
     const target = edit.target;
     dismissNextEdit();
-    const document = await vscode.workspace.openTextDocument(vscode.Uri.parse(target.uri));
+    let document: vscode.TextDocument;
+    try {
+      document = await vscode.workspace.openTextDocument(vscode.Uri.parse(target.uri));
+    } catch (e) {
+      vscode.window.setStatusBarMessage("edit-engine: the next edit's document cannot be opened", 3000);
+      return;
+    }
     if (document.version !== target.version) {
+      vscode.window.setStatusBarMessage("edit-engine: the next edit's document changed; ask again", 3000);
       return;
     }
     const editor = await vscode.window.showTextDocument(document);

@@ -776,7 +776,8 @@ end
 local function show_elsewhere(bufnr, st, doc)
   local target = type(doc.uri) == "string" and vim.uri_to_bufnr(doc.uri) or -1
   if target < 0 or not api.nvim_buf_is_loaded(target) or vim.lsp.util.buf_versions[target] ~= doc.version then
-    M.edit_state[bufnr] = nil
+    M.edit_state[bufnr] = nil -- not open here, or changed since: nothing to show
+    api.nvim_echo({ { "edit-engine: no next edit", "Comment" } }, false, {})
     return
   end
   M.cancel(bufnr)
@@ -906,9 +907,15 @@ function M.accept_edit(bufnr)
     local target, edit = st.target, st.edit
     M.dismiss_edit(bufnr)
     if not api.nvim_buf_is_loaded(target) or vim.lsp.util.buf_versions[target] ~= edit.textDocument.version then
+      vim.notify("edit-engine: the next edit's buffer changed; ask again", vim.log.levels.INFO)
       return false
     end
-    api.nvim_win_set_buf(0, target)
+    local ok, err = pcall(api.nvim_win_set_buf, 0, target)
+    if not ok then
+      vim.notify("edit-engine: cannot open the next edit's buffer: " .. tostring(err), vim.log.levels.WARN)
+      return false
+    end
+    M.dismiss_edit(target) -- what that buffer had asked for or shown gives way to this edit
     local ts = { client_id = st.client_id, edit = edit, jump = true, far = false }
     ts.tick = api.nvim_buf_get_changedtick(target)
     M.edit_state[target] = ts
