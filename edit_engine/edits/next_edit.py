@@ -242,11 +242,12 @@ def propose_elsewhere(rt: Runtime | None, req: Request, analysis: patterns.Analy
         return None
     try:
         with budget.scope(budget.limit(*(t for _, t in req.others)), "next edit in other documents", should_stop):
+            carried = propagate.for_elsewhere(analysis, req.document)
             for name, text in req.others:
                 doc = rt.document(text, req.language, name) if rt is not None else \
                     syntax.Document.parse(text, req.language)
                 starts = positions.line_starts(text)
-                h = _first_hunk(propagate.Region(doc, starts, 0, len(starts)), analysis, 0, True)
+                h = _first_hunk(propagate.Region(doc, starts, 0, len(starts)), carried, 0, True)
                 if h is not None:
                     return name, h
     except budget.OverBudget:

@@ -280,7 +280,7 @@ class Analysis:
     imported: set[str] = field(default_factory=set)  # names the history newly imported
     assigned: list[tuple[str, str, str]] = field(default_factory=list)  # new assignments: name, indentation, value
     pairs: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # id(change) -> its ``line_pairs``
-    defined: set[str] = field(default_factory=set)  # names the document defines for others (``defines``)
+    rules: dict[str, Any] = field(default_factory=dict)  # language -> the tree rules inferred (``rules.infer``)
 
     def pairs_of(self, c: Change) -> list[tuple[str, str]]:
         """``line_pairs`` of a change, computed once."""
@@ -316,7 +316,6 @@ def analyse(history: list[str], document: str, language: str = "python") -> Anal
                 a.params += params
                 imports |= {id(c) for c in inside}
     a.renames = _renames(a, imports)
-    a.defined = defines(document) if a.renames or a.calls else set()
     a.gone = _gone(a.changes, document, {x.old for x in a.renames})
     a.aliases = _aliases(a.changes)[-MAX_NAMED:]
     listed = {id(c) for c in a.changes if id(c) in imports or _in_import(c)}

@@ -38,6 +38,7 @@ from edit_engine.edits.patterns import (
     Change,
     ParamAdded,
     defined_name,
+    defines,
     indent_of,
     is_identifier,
     is_keyword_name,
@@ -70,10 +71,8 @@ _STRINGS = frozenset({"string", "string_content", "comment", "line_comment", "bl
 
 def candidates(r: Region, a: Analysis, elsewhere: bool = False) -> list[Edit]:
     """Every edit a pattern of ``a`` proposes inside the region, strongest kind first. ``elsewhere``: the region
-    is in another document than the one the history changed (``for_elsewhere``: only the patterns that carry
-    across documents)."""
-    if elsewhere:
-        a = for_elsewhere(a)
+    is in another document than the one the history changed, and ``a`` holds the patterns that carry there
+    (``for_elsewhere``)."""
     out: list[Edit] = []
     recent = sorted(a.changes, key=lambda c: -c.diff)
     for order, c in enumerate(recent):
@@ -94,13 +93,14 @@ def candidates(r: Region, a: Analysis, elsewhere: bool = False) -> list[Edit]:
             and r.text[e.start : e.end] != e.text and not _touches(r, e, fresh)]
 
 
-def for_elsewhere(a: Analysis) -> Analysis:
+def for_elsewhere(a: Analysis, document: str) -> Analysis:
     """The patterns of ``a`` that carry to another open document: changed statements, tree rules, and the renames
-    and changed calls of names the changed document defines (``Analysis.defined``: a function renamed or given
-    new arguments there is called elsewhere; a local variable or another module's function is not). Not the
-    aliases, defaults and list items, which are about the changed document's own code."""
-    return dataclasses.replace(a, renames=[x for x in a.renames if x.new in a.defined],
-                               calls=[x for x in a.calls if x.callee.split(".")[-1] in a.defined],
+    and changed calls of names the changed ``document`` defines (``patterns.defines``: a function renamed or
+    given new arguments there is called elsewhere; a local variable or another module's function is not). Not
+    the aliases, defaults and list items, which are about the changed document's own code."""
+    defined = defines(document) if a.renames or a.calls else set()
+    return dataclasses.replace(a, renames=[x for x in a.renames if x.new in defined],
+                               calls=[x for x in a.calls if x.callee.split(".")[-1] in defined],
                                aliases=[], gone=set(), imported=set(), assigned=[])
 
 

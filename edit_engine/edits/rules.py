@@ -212,7 +212,9 @@ def edits(r: Region, a: Analysis) -> list[Edit]:
     """Where the history's rules apply in the region: each matching node rewritten."""
     if r.doc.tree is None:
         return []
-    rules = infer(a, r.doc.language)
+    rules = a.rules.get(r.doc.language)
+    if rules is None:  # inferred once per request, whatever the number of documents searched
+        rules = a.rules[r.doc.language] = infer(a, r.doc.language)
     if not rules:
         return []
     out: list[Edit] = []

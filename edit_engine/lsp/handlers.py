@@ -714,11 +714,12 @@ async def next_edit(ls: EditEngineServer, params: Any) -> dict[str, Any] | None:
     versions = {d.uri: (d, d.version, d.text) for d in (*opened, doc)}
     # A document with no changes of its own takes the patterns of the open one changed last (a function renamed
     # there, then the user came here): that one's history, this document searched first.
-    source = next((d for d in opened if d.history.diffs(d.text)), None) if opened and not history else None
-    asked = (text, cursor, history)
-    if source is not None:
-        others = {doc.uri: text, **{d.uri: d.text for d in opened if d is not source}}
-        asked = (source.text, 0, source.history.diffs(source.text))
+    source, asked = None, (text, cursor, history)
+    for d in opened if not history else []:
+        if diffs := d.history.diffs(d.text):
+            source, asked = d, (d.text, 0, diffs)
+            others = {doc.uri: text, **{o.uri: o.text for o in opened if o is not d}}
+            break
     stop = threading.Event()  # set when this request ends (answered, cancelled or superseded)
 
     def should_stop() -> bool:  # read on the model thread between the engine's steps

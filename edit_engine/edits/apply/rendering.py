@@ -29,9 +29,8 @@ from edit_engine.edits.apply.placing import (
     place,
     refuse_dropping,
 )
-from edit_engine.edits.apply.source import Source, indent_width, norm
+from edit_engine.edits.apply.source import Source, broken_line, indent_width, norm
 from edit_engine.engine.results import MAX_DOCUMENT_CHARS, Pass
-from edit_engine.syntax import repair
 from edit_engine.syntax import trees as syntax
 
 KINDS = ("definition", "lines", "inserted", "ambiguous", "whole")
@@ -188,19 +187,9 @@ def _check_parse(original: str, plan: _Plan) -> None:
     (taken literally) is not checked."""
     if all(s.kind == "whole" for s in plan.spots):
         return
-    language, merged = plan.language, plan.text
-    if language == "python":
-        if repair.python_error(original) is not None:
-            return
-        err = repair.python_error(merged)
-        where = None if err is None else merged.count("\n", 0, err[0]) + 1
-    else:
-        before = syntax.Document.parse(original, language).tree
-        if before is None or before.root_node.has_error:
-            return
-        after = syntax.Document.parse(merged, language).tree
-        bad = [n.start_point[0] + 1 for n in syntax.broken_nodes(after)] if after is not None else []
-        where = min(bad) if bad else None
+    if broken_line(original, plan.language) is not None:
+        return
+    where = broken_line(plan.text, plan.language)
     if where is not None:
         raise ValueError(f"the merged file would not parse (line {where}) where the original does: a chunk may "
                          "have gone beside the wrong lines; nothing was changed (show a line or two more around the "

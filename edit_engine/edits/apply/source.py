@@ -10,6 +10,7 @@ a row. ``indent_width`` and ``norm`` (a line without its whitespace) are the lin
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -140,6 +141,17 @@ def norm(line: str) -> str:
     return "".join(line.split())
 
 
+def broken_line(text: str, language: str) -> int | None:
+    """The first line (1-based) where ``text`` does not parse, Python's parser for Python and tree-sitter for the
+    others; None where it parses (or the language has no grammar)."""
+    if language == "python":
+        err = repair.python_error(text)
+        return None if err is None else text.count("\n", 0, err[0]) + 1
+    tree = syntax.Document.parse(text, language).tree
+    bad = [n.start_point[0] + 1 for n in syntax.broken_nodes(tree)] if tree is not None else []
+    return min(bad) if bad else None
+
+
 class Source:
     """The original file: its lines, an index of where each line (and each line without whitespace) occurs, and
     its definitions."""
@@ -160,20 +172,14 @@ class Source:
         for i, d in enumerate(self.defs):
             self.by_name.setdefault(d.name, []).append(i)
 
+    @functools.cached_property
+    def broken(self) -> bool:
+        """The original does not parse, or its language has no grammar: a parse says nothing of a merge."""
+        return not self.grammar.has_tree or broken_line("\n".join(self.lines), self.language) is not None
+
     def parses(self, lines: list[str]) -> bool | None:
-        """Whether ``lines`` parse (Python's parser for Python, tree-sitter for the others); None when the
-        original itself does not, or its language has no grammar (nothing to tell)."""
-        if self.language == "python":
-            if repair.python_error("\n".join(self.lines)) is not None:
-                return None
-            return repair.python_error("\n".join(lines)) is None
-        if not self.grammar.has_tree:
-            return None
-        before = syntax.Document.parse("\n".join(self.lines), self.language).tree
-        if before is None or before.root_node.has_error:
-            return None
-        after = syntax.Document.parse("\n".join(lines), self.language).tree
-        return after is not None and not syntax.broken_nodes(after)
+        """Whether ``lines`` parse (``broken_line``); None when the original itself does not (nothing to tell)."""
+        return None if self.broken else broken_line("\n".join(lines), self.language) is None
 
     def same(self, row: int, line: str) -> bool:
         return 0 <= row < self.n and (self.lines[row] == line or self.norm[row] == norm(line))
