@@ -203,6 +203,12 @@ class VSCode:
             "return Array.from(document.querySelectorAll('.monaco-editor .view-lines span'))"
             ".map(s => getComputedStyle(s, '::after').content).filter(c => c && c !== 'none' && c !== 'normal')"))
 
+    def ask_until_hint(self, hint: str) -> None:
+        """Ask for the next edit (ctrl+alt+.) until a decoration after the text shows ``hint``."""
+        self.chord(Keys.CONTROL, Keys.ALT, ".")
+        self.until(f"the hint {hint!r}", lambda: any(hint in t for t in self.after_texts()),
+                   lambda: self.chord(Keys.CONTROL, Keys.ALT, "."))
+
     def struck_through(self) -> bool:
         return bool(self.d.execute_script(
             "return Array.from(document.querySelectorAll('.monaco-editor .view-lines span'))"
@@ -319,10 +325,7 @@ def test_a_next_edit_off_screen_is_a_hint_tab_goes_there_then_applies(vscode: An
     v = vscode([""], [edit])
     v.open("far.py", far)
     v.go_to_end_of(2)
-    v.chord(Keys.CONTROL, Keys.ALT, ".")
-    v.until("the hint to the next edit", lambda: any("next edit at line 110: Tab goes there" in t
-                                                       for t in v.after_texts()),
-            lambda: v.chord(Keys.CONTROL, Keys.ALT, "."))
+    v.ask_until_hint("next edit at line 110: Tab goes there")
     v.shot("8-next-edit-hint")
     assert not v.struck_through() and "x_109 = 109" not in v.lines()  # off screen, not drawn
     v.keys(Keys.TAB)  # goes there: on screen, drawn, nothing applied
@@ -343,10 +346,7 @@ def test_a_next_edit_in_another_document_is_a_hint_tab_opens_it_then_applies(vsc
     other.write_text("from lib import load_config\n\n\ncfg = load_config('a.toml')\n")
     v.open("lib.py", "def read_config(path):\n    return open(path).read()\n")
     v.go_to_end_of(2)
-    v.chord(Keys.CONTROL, Keys.ALT, ".")
-    v.until("the hint to the other document", lambda: any("next edit in app.py at line 1: Tab goes there" in t
-                                                            for t in v.after_texts()),
-            lambda: v.chord(Keys.CONTROL, Keys.ALT, "."))
+    v.ask_until_hint("next edit in app.py at line 1: Tab goes there")
     v.shot("10-next-edit-other-document")
     assert not v.struck_through() and v.lines()[0] == "def read_config(path):"
     v.keys(Keys.TAB)  # opens app.py and draws the edit there: nothing applied
