@@ -22,7 +22,7 @@ def _history(*states: str) -> list[str]:
     return [_diff(a, b) for a, b in zip(states, states[1:], strict=False)]
 
 
-def _rules(*states: str, language: str = "python") -> list[rules.Rule]:
+def _rules(*states: str, language: str = "python") -> list[rules.TreeRule]:
     return rules.infer(patterns.analyse(_history(*states), states[-1], language), language)
 
 
@@ -72,7 +72,8 @@ def test_what_every_example_shares_stays_concrete() -> None:
     doc = states[-1]
     analysis = patterns.analyse(_history(*states), doc, "python")
     edits = ne_mod.propagate.candidates(ne_mod.propagate.Region(
-        ne_mod.syntax.Document.parse(doc, "python"), ne_mod.positions.line_starts(doc), 0, 5), analysis)
+        ne_mod.syntax.Document.parse(doc, "python"), ne_mod.positions.line_starts(doc), 0, 5),
+        ne_mod.propagate.infer(analysis, "python"))
     assert {(doc[e.start : e.end], e.text) for e in edits if e.kind == "rule"} == \
         {("check(a, z)", "check(a, z, strict=True)")}
 
@@ -160,6 +161,7 @@ def test_rules_in_every_language_served(language: str, rows: list[str], changed:
     assert len(rules.infer(analysis, language)) == 1
     region = ne_mod.propagate.Region(ne_mod.syntax.Document.parse(doc, language), ne_mod.positions.line_starts(doc),
                                      0, len(rows))
-    (edit,) = [e for e in ne_mod.propagate.candidates(region, analysis) if e.kind == "rule"]
+    (edit,) = [e for e in ne_mod.propagate.candidates(region, ne_mod.propagate.infer(analysis, language))
+               if e.kind == "rule"]
     got = (doc[: edit.start] + edit.text + doc[edit.end :]).split("\n")
     assert [g for g, d in zip(got, doc.split("\n"), strict=True) if g != d] == [want]

@@ -1,25 +1,31 @@
-"""Next edit: the pattern kinds at call sites (tree-sitter), for ``propagate.candidates``.
+"""Next edit: the rules at call sites (tree-sitter), each a ``sites.Rule`` that ``propagate.infer`` makes.
 
-- ``call``: a call to a callee whose arguments the history changed gets the same change: arguments inserted at
-  the same index (a keyword argument after the same keyword; one appended at the end), removed (a keyword
-  argument by its name, a positional one when the arity matches), reordered (same arity), or replaced where the
-  call holds the same text. An added argument is renamed the way the call's arguments differ from the history's
-  (``sites.analogy``: ``base_x`` -> ``sub_x``), must use only names in scope at the call, and is laid out as the
-  history laid it out (same line, or a line of its own aligned the same way); a one-line call that would outgrow
-  the document's longest code line gets one argument per line. A definition of that callee gains the parameter
-  its calls gained (annotated as a parameter of that name is elsewhere).
-- ``argument``: a call to a definition that gained a parameter without a default gets the argument, when a
-  name of the same spelling is in scope at the call (a parameter of the enclosing definition, or assigned above
-  the call in it, or imported); a call inside such a definition that forwards its parameters (``k=k``) to a
-  plain-named function or a method of ``self`` (not a library's attribute) forwards the new one too.
+- ``CallRule`` (kind ``call``): a call to a callee whose arguments the history changed gets the same change:
+  arguments inserted at the same index (a keyword argument after the same keyword; one appended at the end),
+  removed (a keyword argument by its name, a positional one when the arity matches), reordered (same arity), or
+  replaced where the call holds the same text. An added argument is renamed the way the call's arguments differ
+  from the history's (``sites.analogy``: ``base_x`` -> ``sub_x``), must use only names in scope at the call, and
+  is laid out as the history laid it out (same line, or a line of its own aligned the same way); a one-line call
+  that would outgrow the document's longest code line gets one argument per line.
+- ``SignatureRule`` (kind ``call``): a definition of that callee gains the parameter its calls gained (annotated
+  as a parameter of that name is elsewhere).
+- ``ParameterRule`` (kind ``argument``): a call to a definition that gained a parameter without a default gets
+  the argument, when a name of the same spelling is in scope at the call (a parameter of the enclosing
+  definition, or assigned above the call in it, or imported); a call inside such a definition that forwards its
+  parameters (``k=k``) to a plain-named function or a method of ``self`` (not a library's attribute) forwards the
+  new one too.
+
+The call and signature rules hold in another open document for a callee that the changed document defines; a
+parameter rule holds in any.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from edit_engine.edits import budget
 from edit_engine.edits.patterns import (
@@ -37,11 +43,30 @@ from edit_engine.edits.patterns import (
     parameters,
     tokens,
 )
-from edit_engine.edits.sites import STOP_WORDS, Edit, Region, analogy, node_span, node_text, rename_words
+from edit_engine.edits.sites import (
+    STOP_WORDS,
+    Edit,
+    Region,
+    Rule,
+    analogy,
+    node_span,
+    node_text,
+    rename_words,
+)
+
+
+def rules(a: Analysis) -> list[Rule]:
+    """The call site rules of the history: a call rule per changed callee (its latest change), a signature rule
+    per changed call, a parameter rule per added parameter (the calls get only a definition's latest one)."""
+    latest = {c.callee: c for c in a.calls}
+    added = "\n".join(x for c in a.changes for x in c.added)
+    wanted = {p.name: p for p in a.params if not p.default}
+    return [*(CallRule(c) for c in latest.values()), *(SignatureRule(c, added) for c in a.calls),
+            *(ParameterRule(p, wanted.get(p.name) is p) for p in a.params)]
 
 
 def _calls_in(r: Region) -> Iterator[tuple[str, Any]]:
-    for node in nodes_in_rows(r.doc, CALLS, r.first, r.last):
+    for node in r.nodes(CALLS):
         if node.start_point[0] < r.first:
             continue
         name = callee_name(r.doc, node)
@@ -139,37 +164,51 @@ def _deleted(site: list[str], gone: list[str], same_arity: bool, i: int) -> int 
     return i if same_arity and i < len(site) else None
 
 
-def call_edits(r: Region, calls: list[CallChange]) -> list[Edit]:
-    if not calls:
-        return []
-    out: list[Edit] = []
-    by_name = {c.callee: c for c in calls}  # the most recent change of a callee
-    for name, node in _calls_in(r):
-        cc = by_name.get(name)
-        if cc is None:
-            continue
-        args = arguments(r.doc, node)
-        texts = [node_text(r, x) for x in args]
-        new = new_arguments(texts, cc)
-        if new is not None and _names_in_scope(r, node, [x for x in new if x not in texts]):
-            e = _rewrite_args(r, node, args, new, "call", fresh=_laid_out(r, node, args, cc))
-            if e is not None:
-                out.append(e)
-    return out
+@dataclass(frozen=True)
+class CallRule(Rule):
+    """Calls to ``change.callee`` get its change of arguments."""
+
+    kind: ClassVar[str] = "call"
+    change: CallChange
+
+    def edits(self, r: Region) -> list[Edit]:
+        out: list[Edit] = []
+        cc = self.change
+        for name, node in _calls_in(r) if r.doc.tree is not None else ():
+            if name != cc.callee:
+                continue
+            args = arguments(r.doc, node)
+            texts = [node_text(r, x) for x in args]
+            new = new_arguments(texts, cc)
+            if new is not None and _names_in_scope(r, node, [x for x in new if x not in texts]):
+                e = _rewrite_args(r, node, args, new, self.kind, fresh=_laid_out(r, node, args, cc))
+                if e is not None:
+                    out.append(e)
+        return out
+
+    def carried(self, defined: Callable[[], set[str]]) -> Rule | None:
+        return self if self.change.callee.split(".")[-1] in defined() else None
 
 
-def definition_edits(r: Region, a: Analysis) -> list[Edit]:
+@dataclass(frozen=True)
+class SignatureRule(Rule):
     """A callee whose calls gained one positional argument (a plain name) gains the parameter: at the same index
-    (after ``self``), annotated as a parameter of that name is elsewhere in the history or the document."""
-    out: list[Edit] = []
-    added = "\n".join(x for c in a.changes for x in c.added)
-    for cc in a.calls:
+    (after ``self``), annotated as a parameter of that name is elsewhere in the history (``added``: the rows it
+    added) or the document."""
+
+    kind: ClassVar[str] = "call"
+    change: CallChange
+    added: str
+
+    def edits(self, r: Region) -> list[Edit]:
+        cc = self.change
         extra = [x for x in cc.new if x not in cc.old]
-        if len(extra) != 1 or len(cc.new) != len(cc.old) + 1 or not is_identifier(extra[0]) \
+        if r.doc.tree is None or len(extra) != 1 or len(cc.new) != len(cc.old) + 1 or not is_identifier(extra[0]) \
                 or [x for x in cc.new if x != extra[0]] != list(cc.old):
-            continue
+            return []
+        out: list[Edit] = []
         name, at = extra[0], cc.new.index(extra[0])
-        for d in nodes_in_rows(r.doc, DEFINITIONS, r.first, r.last):
+        for d in r.nodes(DEFINITIONS):
             n = d.child_by_field_name("name")
             if n is None or node_text(r, n) != cc.callee:
                 continue
@@ -178,14 +217,17 @@ def definition_edits(r: Region, a: Analysis) -> list[Edit]:
             shift = 1 if names and names[0] in STOP_WORDS else 0
             if name in names or len(names) - shift != len(cc.old):
                 continue
-            budget.spend(1 + (len(added) + len(r.text)) // 64)
-            m = re.search(r"[(,]\s*(" + re.escape(name) + r"\s*:\s*[^,)=\n]+?)\s*[,)=]", added + "\n" + r.text)
+            budget.spend(1 + (len(self.added) + len(r.text)) // 64)
+            m = re.search(r"[(,]\s*(" + re.escape(name) + r"\s*:\s*[^,)=\n]+?)\s*[,)=]", self.added + "\n" + r.text)
             texts = [node_text(r, x) for x in ps]
             e = _rewrite_args(r, d, ps, texts[: at + shift] + [m.group(1) if m else name] + texts[at + shift :],
-                              "call", "parameters")
+                              self.kind, "parameters")
             if e is not None:
                 out.append(e)
-    return out
+        return out
+
+    def carried(self, defined: Callable[[], set[str]]) -> Rule | None:
+        return self if self.change.callee.split(".")[-1] in defined() else None
 
 
 def _laid_out(r: Region, call: Any, args: list[Any], cc: CallChange) -> dict[str, str]:
@@ -257,41 +299,52 @@ def _line_limit(r: Region) -> int:
 _MEMBER = frozenset({"attribute", "member_expression", "field_expression", "selector_expression"})
 
 
-def argument_edits(r: Region, params: list[ParamAdded]) -> list[Edit]:
-    """Calls of a definition that gained a parameter without a default get the argument (a name of that spelling
-    in scope at the call); calls inside such a definition that forward its parameters (``k=k``) forward the
-    new one too."""
-    if not params:
-        return []
-    out: list[Edit] = []
-    wanted = {p.name: p for p in params if not p.default}
-    for name, node in _calls_in(r) if wanted else ():
-        p = wanted.get(name)
-        if p is None:
-            continue
-        fn = node.child_by_field_name("function")
-        index = p.index - (1 if p.method and fn is not None and fn.type in _MEMBER else 0)
-        args = arguments(r.doc, node)
-        texts = [node_text(r, x) for x in args]
-        if p.param in texts or any(_kw(x) == p.param for x in texts) or not _in_scope(r, node, p.param):
-            continue
-        positional = len([x for x in texts if not _kw(x)])
-        if index <= positional == len(texts):
-            new = texts[:index] + [p.param] + texts[index:]
-        elif index >= positional and any(_kw(x) for x in texts):
-            new = texts + [f"{p.param}={p.param}"]
-        else:
-            continue
-        e = _rewrite_args(r, node, args, new, "argument")
-        if e is not None:
-            out.append(e)
-    return out + _forwarded(r, params)
+@dataclass(frozen=True)
+class ParameterRule(Rule):
+    """Definition ``param.name`` gained ``param.param``. ``at_calls``: it is the definition's latest parameter
+    without a default, which its calls get (a name of that spelling in scope at the call); calls inside the
+    definition that forward its parameters (``k=k``) forward the new one too."""
 
+    kind: ClassVar[str] = "argument"
+    param: ParamAdded
+    at_calls: bool
 
-def _forwarded(r: Region, params: list[ParamAdded]) -> list[Edit]:
-    out: list[Edit] = []
-    for p in params:
-        for d in nodes_in_rows(r.doc, DEFINITIONS, r.first, r.last):
+    def edits(self, r: Region) -> list[Edit]:
+        if r.doc.tree is None:
+            return []
+        return (self._calls(r) if self.at_calls else []) + self._forwarded(r)
+
+    def carried(self, defined: Callable[[], set[str]]) -> Rule | None:
+        return self
+
+    def _calls(self, r: Region) -> list[Edit]:
+        out: list[Edit] = []
+        p = self.param
+        for name, node in _calls_in(r):
+            if name != p.name:
+                continue
+            fn = node.child_by_field_name("function")
+            index = p.index - (1 if p.method and fn is not None and fn.type in _MEMBER else 0)
+            args = arguments(r.doc, node)
+            texts = [node_text(r, x) for x in args]
+            if p.param in texts or any(_kw(x) == p.param for x in texts) or not _in_scope(r, node, p.param):
+                continue
+            positional = len([x for x in texts if not _kw(x)])
+            if index <= positional == len(texts):
+                new = texts[:index] + [p.param] + texts[index:]
+            elif index >= positional and any(_kw(x) for x in texts):
+                new = texts + [f"{p.param}={p.param}"]
+            else:
+                continue
+            e = _rewrite_args(r, node, args, new, self.kind)
+            if e is not None:
+                out.append(e)
+        return out
+
+    def _forwarded(self, r: Region) -> list[Edit]:
+        out: list[Edit] = []
+        p = self.param
+        for d in r.nodes(DEFINITIONS):
             name = d.child_by_field_name("name")
             if name is None or node_text(r, name) != p.name:
                 continue
@@ -308,10 +361,10 @@ def _forwarded(r: Region, params: list[ParamAdded]) -> list[Edit]:
                 if not passed or p.param in passed or not forwards:
                     continue
                 at = len(texts) - (1 if texts and texts[-1].lstrip().startswith("**") else 0)
-                e = _rewrite_args(r, call, args, texts[:at] + [f"{p.param}={p.param}"] + texts[at:], "argument")
+                e = _rewrite_args(r, call, args, texts[:at] + [f"{p.param}={p.param}"] + texts[at:], self.kind)
                 if e is not None:
                     out.append(e)
-    return out
+        return out
 
 
 def _in_scope(r: Region, call: Any, name: str) -> bool:

@@ -6,15 +6,15 @@ model rewrites a row around the cursor (``REGION_ABOVE`` rows above it to ``REGI
 benchmark's rule around a target). Structure first, model second:
 
 1. **Patterns.** The history's diffs are analysed (``patterns.analyse``: renames, repeated statement edits,
-   changed calls, added parameters, aliases; ``rules.infer``: tree rules anti-unified from the changed rows)
-   and every place where one applies again is found
-   (``propagate.candidates``, tree-sitter for calls and definitions). The edits group into hunks (edits on
+   changed calls, added parameters, aliases) and turned into rules, one per transformation (``propagate.infer``:
+   the patterns' rules, and tree rules anti-unified from the changed rows); every place where one applies again
+   is found (``propagate.candidates``, tree-sitter for calls and definitions). The edits group into hunks (edits on
    adjacent rows are one hunk, as a diff tool would show them); the first hunk after the cursor is proposed, else
    the nearest one before it: one edit at a time, as editors present them, however far (a front end shows the
    way to one off screen). A hunk whose edit would add a syntax error (tree-sitter, and Python's own parser for
    Python) is skipped. When the document has none and no region was given, the other open documents the front
    end sent (``others``: name -> text, the most relevant first) are searched the same way, each from its top, by
-   the patterns that carry across files (``propagate.for_elsewhere``); the proposal names its document. With
+   the rules that hold across files (``propagate.for_elsewhere``); the proposal names its document. With
    ``others_first`` (the user moved to another file, which has no history of its own) they come before it.
 2. **Model.** Where no pattern applies, the model rewrites the row most likely to change next (the first after
    the cursor sharing the most words with the last change; rewrite mode re-masks its least likely tokens and
@@ -219,11 +219,13 @@ def propose_pattern(req: Request, doc: syntax.Document, analysis: patterns.Analy
     request's region, or in the whole document when the front end gave none (``Request.anywhere``)."""
     starts = positions.line_starts(req.document)
     first, last = (0, len(starts)) if req.anywhere else (req.first, req.last)
-    return _first_hunk(propagate.Region(doc, starts, first, last), analysis, req.cursor, False)
+    return _first_hunk(propagate.Region(doc, starts, first, last), propagate.infer(analysis, doc.language),
+                       req.cursor, propagate.fresh_rows(analysis))
 
 
-def _first_hunk(region: propagate.Region, analysis: patterns.Analysis, cursor: int, elsewhere: bool) -> Hunk | None:
-    found = hunks(region, propagate.resolve(propagate.candidates(region, analysis, elsewhere)))
+def _first_hunk(region: propagate.Region, rules: list[propagate.Rule], cursor: int,
+                fresh: list[tuple[int, int]]) -> Hunk | None:
+    found = hunks(region, propagate.resolve(propagate.candidates(region, rules, fresh)))
     for h in order_hunks(found, cursor)[:MAX_HUNKS_TRIED]:
         if h.text == region.text[h.start : h.end]:
             continue
@@ -242,12 +244,14 @@ def propose_elsewhere(rt: Runtime | None, req: Request, analysis: patterns.Analy
         return None
     try:
         with budget.scope(budget.limit(*(t for _, t in req.others)), "next edit in other documents", should_stop):
-            carried = propagate.for_elsewhere(analysis, req.document)
+            carried: list[propagate.Rule] | None = None
             for name, text in req.others:
                 doc = rt.document(text, req.language, name) if rt is not None else \
                     syntax.Document.parse(text, req.language)
+                if carried is None:
+                    carried = propagate.for_elsewhere(propagate.infer(analysis, doc.language), req.document)
                 starts = positions.line_starts(text)
-                h = _first_hunk(propagate.Region(doc, starts, 0, len(starts)), carried, 0, True)
+                h = _first_hunk(propagate.Region(doc, starts, 0, len(starts)), carried, 0, [])
                 if h is not None:
                     return name, h
     except budget.OverBudget:

@@ -20,8 +20,8 @@ that can be made again elsewhere (``Analysis``):
 
 The files before each diff are rebuilt by undoing the diffs from the document backwards (``history_states``);
 a diff that does not undo cleanly (a client's line numbers off, an edit made since) keeps its text-level
-patterns but gives no calls or parameters. ``propagate.py`` and ``call_sites.py`` find where the patterns apply
-in the editable region; ``next_edit.py`` picks one.
+patterns but gives no calls or parameters. ``propagate.infer`` turns the patterns into rules and finds where they
+apply in the editable region; ``next_edit.py`` picks one.
 """
 
 from __future__ import annotations
@@ -280,7 +280,7 @@ class Analysis:
     imported: set[str] = field(default_factory=set)  # names the history newly imported
     assigned: list[tuple[str, str, str]] = field(default_factory=list)  # new assignments: name, indentation, value
     pairs: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # id(change) -> its ``line_pairs``
-    rules: dict[str, Any] = field(default_factory=dict)  # language -> the tree rules inferred (``rules.infer``)
+    rules: dict[str, Any] = field(default_factory=dict)  # language -> the rules inferred (``propagate.infer``)
 
     def pairs_of(self, c: Change) -> list[tuple[str, str]]:
         """``line_pairs`` of a change, computed once."""

@@ -1,33 +1,43 @@
-"""Next edit, part two: where the history's patterns (``patterns.py``) apply in the editable region.
+"""Next edit, part two: the history's patterns (``patterns.py``) as rules, and where they apply in the editable region.
 
-Every pattern kind proposes character edits of the document inside the region (``candidates``):
+``infer`` turns the analysis into rules (``sites.Rule``), one per transformation, each of a kind:
 
-- ``line``: a region block of the same shape as a change's removed rows gets its added rows. Shape: the same
-  tokens up to a consistent renaming of at most ``MAX_MAPPED`` identifiers (``sites.unify``), with at least half
-  of the tokens equal and one word in common besides keywords and ``self``; a renaming is clean (no name it
-  brings in occurs in the pattern) and touches only words the edit keeps. The added rows get the same renaming
-  (extended by analogy: ``base_x`` -> ``sub_x`` renames ``base_y`` -> ``sub_y``) and the block's indentation;
-  an added row that defines a name the document already holds (``m = expr`` before its first use) is not made
-  again. A block of several rows is also tried row by row (each row with the row that replaced it). A pure
-  insertion of one row is repeated between rows shaped like the ones around it; a pure deletion removes the
-  same rows.
-- ``call``, ``argument``: calls and definitions (``call_sites.py``).
+- ``line`` (``LineRule``, a change): a region block of the same shape as the change's removed rows gets its
+  added rows. Shape: the same tokens up to a consistent renaming of at most ``MAX_MAPPED`` identifiers
+  (``sites.unify``), with at least half of the tokens equal and one word in common besides keywords and
+  ``self``; a renaming is clean (no name it brings in occurs in the pattern) and touches only words the edit
+  keeps. The added rows get the same renaming (extended by analogy: ``base_x`` -> ``sub_x`` renames ``base_y``
+  -> ``sub_y``) and the block's indentation; an added row that defines a name the document already holds
+  (``m = expr`` before its first use) is not made again. A block of several rows is also tried row by row (each
+  row with the row that replaced it). A pure insertion of one row is repeated between rows shaped like the ones
+  around it; a pure deletion removes the same rows.
+- ``call``, ``argument``: changed calls, signatures and added parameters (``call_sites.py``).
 - ``alias``: after an added ``name = expression`` row, in the same block, the expression becomes the name
-  (``(expression)`` too); a parameter added with a default value replaces that value in its definition's body.
-- ``rule``: a node whose tree matches a tree rule's old side is rewritten from its new side (``rules.py``).
-- ``rename``: a renamed word (identifiers in code: attribute accesses for an attribute rename, ``self.x`` for a
-  plain one too, another callee's keyword argument only for a parameter rename; words of three letters or more
-  in strings and comments); a name whose definition the history removed leaves the lists it was an item of.
+  (``(expression)`` too, ``AliasRule``); a new variable replaces a like constant passed as a keyword argument of
+  its name (``KeywordRule``); a parameter added with a default value replaces that value in its definition's
+  body (``DefaultRule``).
+- ``rule``: a node whose tree matches a tree template's old side is rewritten from its new side (``rules.py``).
+- ``rename``: the history's renaming (``RenameRule``): a renamed word (identifiers in code: attribute accesses
+  for an attribute rename, ``self.x`` for a plain one too, another callee's keyword argument only for a
+  parameter rename; words of three letters or more in strings and comments); a name whose definition the
+  history removed leaves the lists it was an item of (``GoneRule``); a newly imported function takes over the
+  calls of the one its name extends (``ImportRule``).
 
-A language without a grammar gets the text-level kinds only. ``resolve`` keeps the strongest edit where two
-overlap (in the order of ``KINDS``, then the most recent pattern). Rows the last diff just wrote are left alone.
+``candidates`` asks every rule for its edits in the region; a language without a grammar gets the text-level
+kinds only. ``resolve`` keeps the strongest edit where two overlap (in the order of ``KINDS``, then the most
+recent pattern). Rows the last diff just wrote (``fresh_rows``) are left alone. ``for_elsewhere``: the rules
+that hold in another open document.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 from edit_engine.edits import budget, call_sites, rules
 from edit_engine.edits.patterns import (
@@ -37,6 +47,7 @@ from edit_engine.edits.patterns import (
     Analysis,
     Change,
     ParamAdded,
+    Rename,
     defined_name,
     defines,
     indent_of,
@@ -51,6 +62,7 @@ from edit_engine.edits.sites import (
     STOP_WORDS,
     Edit,
     Region,
+    Rule,
     analogy,
     node_span,
     node_text,
@@ -69,39 +81,48 @@ _STRINGS = frozenset({"string", "string_content", "comment", "line_comment", "bl
                       "interpreted_string_literal", "raw_string_literal", "template_string", "string_fragment"})
 
 
-def candidates(r: Region, a: Analysis, elsewhere: bool = False) -> list[Edit]:
-    """Every edit a pattern of ``a`` proposes inside the region, strongest kind first. ``elsewhere``: the region
-    is in another document than the one the history changed, and ``a`` holds the patterns that carry there
-    (``for_elsewhere``)."""
-    out: list[Edit] = []
+def infer(a: Analysis, language: str) -> list[Rule]:
+    """The rules of the history, in the order of their kinds' search: a line rule per change (the most recent
+    first), the call site rules, the alias rules, the renaming, the tree rules of ``language``. Inferred once
+    per request and language, however many documents are searched."""
+    got = a.rules.get(language)
+    if got is None:
+        got = a.rules[language] = _infer(a, language)
+    return got
+
+
+def _infer(a: Analysis, language: str) -> list[Rule]:
     recent = sorted(a.changes, key=lambda c: -c.diff)
-    for order, c in enumerate(recent):
-        out += _line_edits(r, c, order, a)
-    if r.doc.tree is not None:
-        out += call_sites.call_edits(r, a.calls)
-        out += call_sites.definition_edits(r, a)
-        out += call_sites.argument_edits(r, a.params)
-    if not elsewhere:
-        out += _alias_edits(r, a.aliases) + _keyword_edits(r, a)
-        if r.doc.tree is not None:
-            out += _default_edits(r, a.params)
-    out += _rename_edits(r, a, _modules(r) if elsewhere else frozenset()) + rules.edits(r, a)
-    if elsewhere:  # each module imports what it uses: another's import change says nothing of this one's
-        out = [e for e in out if not (e.kind == "line" and _imports(r, e))]
-    fresh = [] if elsewhere else _fresh_rows(a)
+    out: list[Rule] = [LineRule(c, 2 * order, tuple(a.pairs_of(c)) if len(c.removed) > 1 else ())
+                       for order, c in enumerate(recent) if not _layout_only(c.removed, c.added)]
+    out += call_sites.rules(a)
+    out += [AliasRule(name, expr) for name, expr in a.aliases]
+    out += [KeywordRule(name, ind, value) for name, ind, value in a.assigned]
+    out += [DefaultRule(p) for p in a.params if p.default and len(tokens(p.default)) >= 2]
+    out += [RenameRule(tuple(a.renames))] if a.renames else []
+    out += [GoneRule(frozenset(a.gone))] if a.gone else []
+    out += [ImportRule(tuple(sorted(a.imported)))] if a.imported else []
+    return out + rules.infer(a, language)
+
+
+def candidates(r: Region, found: Sequence[Rule], fresh: Sequence[tuple[int, int]] = ()) -> list[Edit]:
+    """Every edit the rules ``found`` make inside the region, in their order; none on the rows ``fresh``
+    (``fresh_rows``)."""
+    out: list[Edit] = []
+    for rule in found:
+        out += rule.edits(r)
     return [e for e in out if r.starts[r.first] <= e.start <= e.end <= _region_end(r)
             and r.text[e.start : e.end] != e.text and not _touches(r, e, fresh)]
 
 
-def for_elsewhere(a: Analysis, document: str) -> Analysis:
-    """The patterns of ``a`` that carry to another open document: changed statements, tree rules, and the renames
-    and changed calls of names the changed ``document`` defines (``patterns.defines``: a function renamed or
-    given new arguments there is called elsewhere; a local variable or another module's function is not). Not
-    the aliases, defaults and list items, which are about the changed document's own code."""
-    defined = defines(document) if a.renames or a.calls else set()
-    return dataclasses.replace(a, renames=[x for x in a.renames if x.new in defined],
-                               calls=[x for x in a.calls if x.callee.split(".")[-1] in defined],
-                               aliases=[], gone=set(), imported=set(), assigned=[])
+def for_elsewhere(found: Sequence[Rule], document: str) -> list[Rule]:
+    """The rules that hold in another open document (``Rule.carried``): changed statements, tree rules, added
+    parameters, and the renames and changed calls of names the changed ``document`` defines
+    (``patterns.defines``: a function renamed or given new arguments there is called elsewhere; a local variable
+    or another module's function is not). Not the aliases, defaults and list items, which are about the changed
+    document's own code."""
+    defined = functools.cache(lambda: defines(document))
+    return [c for x in found if (c := x.carried(defined)) is not None]
 
 
 _IMPORT_ROW = re.compile(r"^[ \t]*(?:from\s+\S+\s+import\b|import\b|use\s+\w|#include\b|"
@@ -133,13 +154,13 @@ def _imports(r: Region, e: Edit) -> bool:
     return False
 
 
-def _fresh_rows(a: Analysis) -> list[tuple[int, int]]:
+def fresh_rows(a: Analysis) -> list[tuple[int, int]]:
     """Document rows the last diff just wrote (its added rows): the next edit is elsewhere."""
     last = max((c.diff for c in a.changes), default=-1)
     return [(c.new_line, c.new_line + len(c.added)) for c in a.changes if c.diff == last and c.added]
 
 
-def _touches(r: Region, e: Edit, rows: list[tuple[int, int]]) -> bool:
+def _touches(r: Region, e: Edit, rows: Sequence[tuple[int, int]]) -> bool:
     first, stop = r.row_of(e.start), r.row_of(max(e.start, e.end - 1))
     if e.start == e.end and e.start == r.starts[first]:
         return False  # an insertion before a row does not change it
@@ -200,22 +221,35 @@ def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str,
     return mapping
 
 
-def _line_edits(r: Region, c: Change, order: int, a: Analysis) -> list[Edit]:
-    """Where the change's removed block (or, for an insertion, its context lines) recurs in the region; for a
-    block of several rows, also each of its rows paired with the row that replaced it (weaker: ``order``)."""
-    if _layout_only(c.removed, c.added):  # (blank rows alone too)
-        return []
-    if not c.removed:
-        # One inserted row (an argument, an item, a statement) is repeated; an inserted block (a definition,
-        # a paragraph) is written once.
-        single = len([x for x in c.added if x.strip()]) == 1
-        return _insertions(r, c, 2 * order) if single else []
-    out = _block_edits(r, c.removed, c.added, 2 * order, c.before[-1:], c.after[:1])
-    if len(c.removed) > 1:
-        for o, n in a.pairs_of(c):
-            if not _layout_only((o,), (n,)):
-                out += _block_edits(r, (o,), (n,), 2 * order + 1)
-    return out
+@dataclass(frozen=True)
+class LineRule(Rule):
+    """A change made again where its removed block (or, for an insertion, its context rows) recurs; for a block
+    of several rows, also each of its rows paired with the row that replaced it (``pairs``, weaker: the odd
+    ``order`` after the block's even one). ``elsewhere``: in another document, where its import rows are left
+    alone (each module imports what it uses: another's import change says nothing of this one's)."""
+
+    kind: ClassVar[str] = "line"
+    change: Change
+    order: int
+    pairs: tuple[tuple[str, str], ...] = ()
+    elsewhere: bool = False
+
+    def edits(self, r: Region) -> list[Edit]:
+        c = self.change
+        if not c.removed:
+            # One inserted row (an argument, an item, a statement) is repeated; an inserted block (a definition,
+            # a paragraph) is written once.
+            single = len([x for x in c.added if x.strip()]) == 1
+            out = _insertions(r, c, self.order) if single else []
+        else:
+            out = _block_edits(r, c.removed, c.added, self.order, c.before[-1:], c.after[:1])
+            for o, n in self.pairs:
+                if not _layout_only((o,), (n,)):
+                    out += _block_edits(r, (o,), (n,), self.order + 1)
+        return [e for e in out if not _imports(r, e)] if self.elsewhere else out
+
+    def carried(self, defined: Callable[[], set[str]]) -> Rule | None:
+        return dataclasses.replace(self, elsewhere=True)
 
 
 def _layout_only(removed: tuple[str, ...], added: tuple[str, ...]) -> bool:
@@ -322,31 +356,46 @@ def _insertions(r: Region, c: Change, order: int) -> list[Edit]:
 _LOOSER = frozenset({"/", "%", "-", "@", "**", "~", "."})  # an operand beside these would change its meaning
 
 
-def _alias_edits(r: Region, aliases: list[tuple[str, str]]) -> list[Edit]:
-    """Occurrences of an aliased expression after its ``name = expression`` line, in the same block."""
-    out: list[Edit] = []
-    for name, expr in aliases:
+@dataclass(frozen=True)
+class AliasRule(Rule):
+    """Occurrences of an aliased expression after its ``name = expression`` row, in the same block."""
+
+    kind: ClassVar[str] = "alias"
+    name: str
+    expr: str
+
+    def edits(self, r: Region) -> list[Edit]:
+        out: list[Edit] = []
         budget.spend(REGEX_STEPS + r.starts[r.last - 1] // 64)
-        rx = re.compile(r"^([ \t]*)" + r"(?:(?:const|let|var|mut)\s+)*" + re.escape(name) + r"\s*(?::=|=)\s*"
-                        + re.escape(expr), re.M)
+        rx = re.compile(r"^([ \t]*)" + r"(?:(?:const|let|var|mut)\s+)*" + re.escape(self.name) + r"\s*(?::=|=)\s*"
+                        + re.escape(self.expr), re.M)
         for m in rx.finditer(r.text, 0, r.starts[r.last - 1]):
-            out += _named(r, name, expr, r.row_of(m.start()), len(m.group(1)))
-    return list(dict.fromkeys(out))
+            out += _named(r, self.name, self.expr, r.row_of(m.start()), len(m.group(1)))
+        return list(dict.fromkeys(out))
 
 
 _CONSTANT = re.compile(r"""(?:[^\W\d]\w*(?:\.[^\W\d]\w*)+|-?\d[\w.]*|"[^"\n]*"|'[^'\n]*'|True|False|None)""")
 
 
-def _keyword_edits(r: Region, a: Analysis) -> list[Edit]:
-    """A variable the history added is passed where a keyword argument of its name held a constant:
-    ``dtype = torch.float16`` added, ``autocast(dtype=torch.bfloat16)`` -> ``autocast(dtype=dtype)``."""
-    out: list[Edit] = []
-    for name, ind, value in a.assigned:
+@dataclass(frozen=True)
+class KeywordRule(Rule):
+    """A variable the history added (``name``, assigned ``value`` at indentation ``ind``) is passed where a
+    keyword argument of its name held a like constant: ``dtype = torch.float16`` added,
+    ``autocast(dtype=torch.bfloat16)`` -> ``autocast(dtype=dtype)``."""
+
+    kind: ClassVar[str] = "alias"
+    name: str
+    ind: str
+    value: str
+
+    def edits(self, r: Region) -> list[Edit]:
+        out: list[Edit] = []
+        name, ind = self.name, self.ind
         budget.spend(REGEX_STEPS + len(r.text) // 64 + r.last - r.first)
         rx = re.compile(r"(?<![\w.])" + re.escape(name) + r"(\s*=\s*)(" + _CONSTANT.pattern + r")(?=\s*[,)])")
         home = re.search(r"^" + re.escape(ind) + re.escape(name) + r"\s*(?::[^=\n]*)?=(?!=)", r.text, re.M)
         if home is None:
-            continue
+            return out
         first = r.row_of(home.start())
         for row in range(first + 1, r.last):
             line = r.line(row)
@@ -355,9 +404,9 @@ def _keyword_edits(r: Region, a: Analysis) -> list[Edit]:
             if row < r.first:
                 continue
             for m in rx.finditer(line):
-                if m.group(2) != name and _alike(m.group(2), value) and _in_call(r, r.starts[row] + m.start()):
-                    out.append(Edit(r.starts[row] + m.start(2), r.starts[row] + m.end(2), name, "alias"))
-    return out
+                if m.group(2) != name and _alike(m.group(2), self.value) and _in_call(r, r.starts[row] + m.start()):
+                    out.append(Edit(r.starts[row] + m.start(2), r.starts[row] + m.end(2), name, self.kind))
+        return out
 
 
 def _alike(a: str, b: str) -> bool:
@@ -370,13 +419,17 @@ def _alike(a: str, b: str) -> bool:
     return "." in a and "." in b and a.split(".")[0] == b.split(".")[0] and a.count(".") == b.count(".")
 
 
-def _default_edits(r: Region, params: list[ParamAdded]) -> list[Edit]:
+@dataclass(frozen=True)
+class DefaultRule(Rule):
     """A parameter added with a default value: in its definition's body, that value becomes the parameter
     (``dtype: torch.dtype = torch.bfloat16`` added: ``.to(dtype=torch.bfloat16)`` -> ``.to(dtype=dtype)``)."""
-    out: list[Edit] = []
-    for p in params:
-        if not p.default or len(tokens(p.default)) < 2:
-            continue
+
+    kind: ClassVar[str] = "alias"
+    param: ParamAdded
+
+    def edits(self, r: Region) -> list[Edit]:
+        out: list[Edit] = []
+        p = self.param
         for node in nodes_in_rows(r.doc, DEFINITIONS, 0, len(r.starts)):
             name = node.child_by_field_name("name")
             body = node.child_by_field_name("body")
@@ -384,7 +437,7 @@ def _default_edits(r: Region, params: list[ParamAdded]) -> list[Edit]:
                     p.param not in [param_name(r.doc, x) for x in parameters(r.doc, node)]:
                 continue
             out += _named(r, p.param, p.default, body.start_point[0] - 1, -1, body.end_point[0] + 1)
-    return out
+        return out
 
 
 def _named(r: Region, name: str, expr: str, home: int, ind: int, stop: int | None = None) -> list[Edit]:
@@ -439,91 +492,114 @@ def _in_call(r: Region, offset: int) -> bool:
     return False
 
 
-def _gone_edits(r: Region, a: Analysis) -> list[Edit]:
-    """A name whose definition the history removed leaves the lists and argument lists it was an item of
+@dataclass(frozen=True)
+class GoneRule(Rule):
+    """Names whose definition the history removed leave the lists and argument lists they were items of
     (``{**a, **removed, **b}`` -> ``{**a, **b}``)."""
-    out: list[Edit] = []
-    if not a.gone:
-        return out
-    for row in range(r.first, r.last):
-        line, base = r.line(row), r.starts[row]
-        toks = tokens(line)
-        budget.spend(1 + len(toks))
-        texts = [t for *_, t in toks]
-        for k, t in enumerate(texts):
-            if t not in a.gone:
-                continue
-            i = k
-            while i > 0 and texts[i - 1] == "*":
-                i -= 1
-            before = texts[i - 1] if i else ""
-            after = texts[k + 1] if k + 1 < len(texts) else ""
-            if before == "," and after in (",", ")", "]", "}"):
-                out.append(Edit(base + toks[i - 1][0], base + toks[k][1], "", "rename"))
-            elif before in ("(", "[", "{") and after == ",":
-                stop = toks[k + 2][0] if k + 2 < len(toks) else toks[k + 1][1]
-                out.append(Edit(base + toks[i][0], base + stop, "", "rename"))
-    return out
 
+    kind: ClassVar[str] = "rename"
+    names: frozenset[str]
 
-def _import_edits(r: Region, a: Analysis) -> list[Edit]:
-    """A newly imported function whose name extends a called one takes over its calls: ``_obj_setattr``
-    imported, ``setattr(x, k, v)`` -> ``_obj_setattr(x, k, v)``; ``fla_cache_autotune``, ``@triton.autotune(``
-    -> ``@fla_cache_autotune(``."""
-    out: list[Edit] = []
-    for name in a.imported:
-        budget.spend(REGEX_STEPS + len(r.text) // 64 + r.last - r.first)
-        parts = name.strip("_").split("_")
-        tails = {"_".join(parts[k:]) for k in range(1, len(parts))}
-        tails = {t for t in tails if len(t) >= 4 and t != name}
-        if not tails or re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", r.text[r.starts[r.first] :]):
-            continue  # the new name is used already: what it replaces is not known
+    def edits(self, r: Region) -> list[Edit]:
+        out: list[Edit] = []
         for row in range(r.first, r.last):
-            toks = tokens(r.line(row))
+            line, base = r.line(row), r.starts[row]
+            toks = tokens(line)
             budget.spend(1 + len(toks))
             texts = [t for *_, t in toks]
             for k, t in enumerate(texts):
-                if t not in tails or k + 1 >= len(texts) or texts[k + 1] != "(":
+                if t not in self.names:
                     continue
-                j = k - 2 if k >= 2 and texts[k - 1] == "." and is_identifier(texts[k - 2]) else k
-                if j > 0 and texts[j - 1] == ".":
-                    continue  # a longer chain: another object's method
-                out.append(Edit(r.starts[row] + toks[j][0], r.starts[row] + toks[k][1], name, "rename"))
-    return out
+                i = k
+                while i > 0 and texts[i - 1] == "*":
+                    i -= 1
+                before = texts[i - 1] if i else ""
+                after = texts[k + 1] if k + 1 < len(texts) else ""
+                if before == "," and after in (",", ")", "]", "}"):
+                    out.append(Edit(base + toks[i - 1][0], base + toks[k][1], "", self.kind))
+                elif before in ("(", "[", "{") and after == ",":
+                    stop = toks[k + 2][0] if k + 2 < len(toks) else toks[k + 1][1]
+                    out.append(Edit(base + toks[i][0], base + stop, "", self.kind))
+        return out
 
 
-def _rename_edits(r: Region, a: Analysis, modules: frozenset[str] = frozenset()) -> list[Edit]:
-    """``modules``: in another document, the names its imports bind (``import lib``, Go's ``"x/lib"``): there a
-    renamed name of the changed module is also reached through them (``lib.load_config``)."""
-    if not a.renames:
-        return _gone_edits(r, a) + _import_edits(r, a)
-    attr = {x.old: x.new for x in a.renames if x.attribute}
-    plain = {x.old: x.new for x in a.renames if not x.attribute}
-    named = {x.old for x in a.renames if x.keyword}
-    quoted = _quoted(r)
-    out: list[Edit] = []
-    for row in range(r.first, r.last):
-        line, base = r.line(row), r.starts[row]
-        toks = tokens(line)
-        texts = [x for *_, x in toks]
-        budget.spend(1 + len(toks))
-        for k, (s, e, t) in enumerate(toks):
-            if t not in attr and t not in plain:
-                continue
-            budget.spend(1 + len(quoted))
-            inside = any(qs <= base + s and base + e <= qe for qs, qe in quoted)
-            if inside and len(t) < 3:
-                continue  # a short word in prose is not the name
-            dotted = k > 0 and toks[k - 1][2] == "." and toks[k - 1][1] == s
-            # In code an attribute access takes an attribute rename and a bare name a plain one; in strings and
-            # comments either does.
-            # self.x mirrors a parameter x; lib.x is the changed module's x, seen from another one
-            on_self = dotted and k > 1 and (toks[k - 2][2] in STOP_WORDS or toks[k - 2][2] in modules)
-            new = (plain.get(t) or attr.get(t)) if inside else \
-                (attr.get(t) or (plain.get(t) if on_self else None)) if dotted else plain.get(t)
-            if new is not None and not inside and t not in named and \
-                    is_keyword_name(texts, k) and _in_call(r, base + s):
-                continue  # another callee's keyword argument: its parameter keeps its name
-            if new is not None:
-                out.append(Edit(base + s, base + e, new, "rename"))
-    return out + _gone_edits(r, a) + _import_edits(r, a)
+@dataclass(frozen=True)
+class ImportRule(Rule):
+    """A newly imported function whose name extends a called one takes over its calls: ``_obj_setattr``
+    imported, ``setattr(x, k, v)`` -> ``_obj_setattr(x, k, v)``; ``fla_cache_autotune``, ``@triton.autotune(``
+    -> ``@fla_cache_autotune(``."""
+
+    kind: ClassVar[str] = "rename"
+    names: tuple[str, ...]
+
+    def edits(self, r: Region) -> list[Edit]:
+        out: list[Edit] = []
+        for name in self.names:
+            budget.spend(REGEX_STEPS + len(r.text) // 64 + r.last - r.first)
+            parts = name.strip("_").split("_")
+            tails = {"_".join(parts[k:]) for k in range(1, len(parts))}
+            tails = {t for t in tails if len(t) >= 4 and t != name}
+            if not tails or re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", r.text[r.starts[r.first] :]):
+                continue  # the new name is used already: what it replaces is not known
+            for row in range(r.first, r.last):
+                toks = tokens(r.line(row))
+                budget.spend(1 + len(toks))
+                texts = [t for *_, t in toks]
+                for k, t in enumerate(texts):
+                    if t not in tails or k + 1 >= len(texts) or texts[k + 1] != "(":
+                        continue
+                    j = k - 2 if k >= 2 and texts[k - 1] == "." and is_identifier(texts[k - 2]) else k
+                    if j > 0 and texts[j - 1] == ".":
+                        continue  # a longer chain: another object's method
+                    out.append(Edit(r.starts[row] + toks[j][0], r.starts[row] + toks[k][1], name, self.kind))
+        return out
+
+
+@dataclass(frozen=True)
+class RenameRule(Rule):
+    """The history's renaming: each renamed word becomes its new name where it is that name (an attribute
+    access for an attribute rename, a bare name or ``self.x`` for a plain one, either in strings and comments;
+    not another callee's keyword argument, unless a parameter was renamed). ``elsewhere``: in another document,
+    where a name of the changed module is also reached through the names its imports bind (``import lib``,
+    Go's ``"x/lib"``: ``lib.load_config``)."""
+
+    kind: ClassVar[str] = "rename"
+    renames: tuple[Rename, ...]
+    elsewhere: bool = False
+
+    def carried(self, defined: Callable[[], set[str]]) -> Rule | None:
+        kept = tuple(x for x in self.renames if x.new in defined())
+        return RenameRule(kept, elsewhere=True) if kept else None
+
+    def edits(self, r: Region) -> list[Edit]:
+        modules = _modules(r) if self.elsewhere else frozenset()
+        attr = {x.old: x.new for x in self.renames if x.attribute}
+        plain = {x.old: x.new for x in self.renames if not x.attribute}
+        named = {x.old for x in self.renames if x.keyword}
+        quoted = _quoted(r)
+        out: list[Edit] = []
+        for row in range(r.first, r.last):
+            line, base = r.line(row), r.starts[row]
+            toks = tokens(line)
+            texts = [x for *_, x in toks]
+            budget.spend(1 + len(toks))
+            for k, (s, e, t) in enumerate(toks):
+                if t not in attr and t not in plain:
+                    continue
+                budget.spend(1 + len(quoted))
+                inside = any(qs <= base + s and base + e <= qe for qs, qe in quoted)
+                if inside and len(t) < 3:
+                    continue  # a short word in prose is not the name
+                dotted = k > 0 and toks[k - 1][2] == "." and toks[k - 1][1] == s
+                # In code an attribute access takes an attribute rename and a bare name a plain one; in strings
+                # and comments either does. self.x mirrors a parameter x; lib.x is the changed module's x, seen
+                # from another one.
+                on_self = dotted and k > 1 and (toks[k - 2][2] in STOP_WORDS or toks[k - 2][2] in modules)
+                new = (plain.get(t) or attr.get(t)) if inside else \
+                    (attr.get(t) or (plain.get(t) if on_self else None)) if dotted else plain.get(t)
+                if new is not None and not inside and t not in named and \
+                        is_keyword_name(texts, k) and _in_call(r, base + s):
+                    continue  # another callee's keyword argument: its parameter keeps its name
+                if new is not None:
+                    out.append(Edit(base + s, base + e, new, self.kind))
+        return out

@@ -10,20 +10,22 @@ text stays that text, so the rule keeps concrete what its examples share and gen
 (``f(a, ?0)`` -> ``f(a, ?0, strict=True)`` from ``f(a, x)`` and ``f(a, y)``: ``f`` and ``a`` stay). A template
 seen once is no rule: one example shows nothing to generalise over, and the line edits repeat it as it stands.
 
-``edits`` finds the region's nodes of a rule's type whose tree matches the rule's old side (a hole binds any
+A rule is a ``sites.Rule`` of kind ``rule``, searched as every other kind is (``propagate.candidates``):
+``TreeRule.edits`` finds the region's nodes of its type whose tree matches its old side (a hole binds any
 subtree, the same hole the same text, a concrete hole only its text; tokens compare as written, blanks between
-them do not) and rewrites each from the new side with the holes' bindings.
+them do not) and rewrites each from the new side with the holes' bindings. It holds in other documents too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from edit_engine.edits import budget
-from edit_engine.edits.patterns import Analysis, nodes_in_rows, text_of
-from edit_engine.edits.sites import Edit, Region, node_span, node_text
+from edit_engine.edits.patterns import Analysis, text_of
+from edit_engine.edits.sites import Edit, Region, Rule, node_span, node_text
 from edit_engine.syntax import trees as syntax
 
 MIN_EXAMPLES = 2  # examples of one template that make it a rule
@@ -44,15 +46,18 @@ Pattern: TypeAlias = int | tuple[str, str] | tuple[str, tuple["Pattern", ...]]
 
 
 @dataclass(frozen=True)
-class Rule:
+class TreeRule(Rule):
     """``old`` (a ``Pattern`` rooted at a node of ``type``) becomes ``new`` (text pieces and hole indices);
-    ``fixed[k]``: the text hole ``k`` must hold (None: any); ``order``: the recency of its latest example."""
+    ``fixed[k]``: the text hole ``k`` must hold (None: any); ``order``: the recency of its latest example;
+    ``sought``: the node types of all the history's tree rules (the region is walked once for them all)."""
 
+    kind: ClassVar[str] = "rule"
     type: str
     old: Pattern
     new: tuple[str | int, ...]
     fixed: tuple[str | None, ...]
     order: int
+    sought: frozenset[str] = frozenset()
 
     def match(self, doc: syntax.Document, node: Any) -> dict[int, str] | None:
         """The holes' texts where ``node`` matches the old side, or None."""
@@ -65,6 +70,23 @@ class Rule:
 
     def rewrite(self, binds: dict[int, str]) -> str:
         return "".join(p if isinstance(p, str) else binds[p] for p in self.new)
+
+    def edits(self, r: Region) -> list[Edit]:
+        """Each node of the region that matches, rewritten."""
+        if r.doc.tree is None:
+            return []
+        out: list[Edit] = []
+        for n in r.nodes(self.sought or frozenset({self.type})):
+            if n.type != self.type or (binds := self.match(r.doc, n)) is None:
+                continue
+            start, end = node_span(r, n)
+            text = self.rewrite(binds)
+            if text != node_text(r, n):
+                out.append(Edit(start, end, text, self.kind, self.order))
+        return out
+
+    def carried(self, defined: Callable[[], set[str]]) -> Rule | None:
+        return self
 
 
 @dataclass(frozen=True)
@@ -185,14 +207,14 @@ def _written(p: Pattern) -> str:
     return rest if isinstance(rest, str) else " ".join(_written(q) for q in rest)
 
 
-def anti_unify(examples: Sequence[Example]) -> Rule:
+def anti_unify(examples: Sequence[Example]) -> TreeRule:
     """The rule of one template's examples: a hole every example fills alike is fixed to that text."""
     first = examples[0]
     fixed = tuple(t if all(e.holes[k] == t for e in examples) else None for k, t in enumerate(first.holes))
-    return Rule(first.type, first.old, first.new, fixed, min(e.order for e in examples))
+    return TreeRule(first.type, first.old, first.new, fixed, min(e.order for e in examples))
 
 
-def infer(a: Analysis, language: str) -> list[Rule]:
+def infer(a: Analysis, language: str) -> list[TreeRule]:
     """The history's rules, the most recent first (at most ``MAX_RULES``); a rule whose holes are all fixed
     (its examples alike) is left to the line edits."""
     if not syntax.load(language).has_tree:
@@ -204,27 +226,6 @@ def infer(a: Analysis, language: str) -> list[Rule]:
         if e := _example(old_row, new_row, language, order):
             by_key.setdefault(e.key, []).append(e)
     rules = [anti_unify(g) for g in by_key.values() if len(g) >= MIN_EXAMPLES]
-    rules = [r for r in rules if any(t is None for t in r.fixed)]
-    return sorted(rules, key=lambda r: r.order)[:MAX_RULES]
-
-
-def edits(r: Region, a: Analysis) -> list[Edit]:
-    """Where the history's rules apply in the region: each matching node rewritten."""
-    if r.doc.tree is None:
-        return []
-    rules = a.rules.get(r.doc.language)
-    if rules is None:  # inferred once per request, whatever the number of documents searched
-        rules = a.rules[r.doc.language] = infer(a, r.doc.language)
-    if not rules:
-        return []
-    out: list[Edit] = []
-    nodes = nodes_in_rows(r.doc, frozenset(x.type for x in rules), r.first, r.last)
-    for rule in rules:
-        for n in nodes:
-            if n.type != rule.type or (binds := rule.match(r.doc, n)) is None:
-                continue
-            start, end = node_span(r, n)
-            text = rule.rewrite(binds)
-            if text != node_text(r, n):
-                out.append(Edit(start, end, text, "rule", rule.order))
-    return out
+    rules = sorted((r for r in rules if any(t is None for t in r.fixed)), key=lambda r: r.order)[:MAX_RULES]
+    sought = frozenset(r.type for r in rules)
+    return [dataclasses.replace(r, sought=sought) for r in rules]

@@ -1,14 +1,22 @@
-"""Next edit: the document, its editable region and the edits patterns propose in it (``propagate.py`` and
-``call_sites.py`` find them), with the helpers both share: matching a row against a pattern's row up to a
-renaming of identifiers (``unify``), applying a renaming (``rename_words``), extending one by analogy."""
+"""Next edit: the document, its editable region, the edits proposed in it and the rules that propose them, with
+the helpers the rules share: matching a row against a pattern's row up to a renaming of identifiers (``unify``),
+applying a renaming (``rename_words``), extending one by analogy.
+
+A ``Rule`` is one transformation the history shows, of one kind (``propagate.KINDS``): it finds the places of a
+region where it applies and what each becomes (``Rule.edits``), and says whether it holds in another document
+(``Rule.carried``). Every kind is a rule (``propagate.infer`` makes them all, ``propagate.candidates`` searches
+them alike): repeated statement edits and aliases (``propagate.py``), changed calls, signatures and added
+parameters (``call_sites.py``), renames, and tree templates anti-unified from the changed rows (``rules.py``).
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from edit_engine.edits.patterns import indent_of, is_identifier, token_texts
+from edit_engine.edits.patterns import indent_of, is_identifier, nodes_in_rows, token_texts
 from edit_engine.syntax import trees as syntax
 
 STOP_WORDS = frozenset({"self", "cls", "this", "None", "True", "False", "null", "nil", "true", "false"})
@@ -33,6 +41,14 @@ class Region:
     starts: list[int]
     first: int
     last: int
+    _nodes: dict[frozenset[str], list[Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def nodes(self, types: frozenset[str]) -> list[Any]:
+        """The syntax nodes of ``types`` on the region's rows (``nodes_in_rows``), found once for every rule."""
+        got = self._nodes.get(types)
+        if got is None:
+            got = self._nodes[types] = nodes_in_rows(self.doc, types, self.first, self.last)
+        return got
 
     @property
     def text(self) -> str:
@@ -54,6 +70,23 @@ class Region:
             else:
                 hi = mid - 1
         return lo
+
+
+class Rule:
+    """One transformation inferred from the history. ``kind``: its pattern kind (``propagate.KINDS``, the order
+    in which overlapping edits win); ``order``: the recency of its source in the history (lower: more recent)."""
+
+    kind: ClassVar[str] = ""
+    order: int = 0
+
+    def edits(self, r: Region) -> list[Edit]:
+        """The edits the rule makes in the region: each place where it applies, rewritten."""
+        raise NotImplementedError
+
+    def carried(self, defined: Callable[[], set[str]]) -> Rule | None:
+        """The rule as it holds in another open document (None: it is about the changed document's own code).
+        ``defined()``: the names the changed document defines for other modules (``patterns.defines``)."""
+        return None
 
 
 def node_text(r: Region, node: Any) -> str:
