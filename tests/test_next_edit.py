@@ -83,10 +83,25 @@ def test_rename_goes_to_the_next_site_after_the_cursor(tiny_engine: Engine) -> N
     assert ne is not None and ne.patterns == ("rename",) and v2[ne.start : ne.end] == "b = area(2)\nc = area(3)"
 
 
-def test_with_no_site_after_the_cursor_the_nearest_before_it(tiny_engine: Engine) -> None:
+def test_with_no_site_after_the_cursor_the_nearest_before_it_that_the_code_needs(tiny_engine: Engine) -> None:
+    """Behind the cursor, where the user has passed, only a name left dangling is renamed: the uses of a
+    renamed definition, not the other calls of a function one call stopped using."""
+    v1 = V0.replace("def area", "def circle_area")
+    v2 = v1.replace("c = area(3)", "c = circle_area(3)")
+    got = propose(tiny_engine, v2, after(v2, 6), history_of(V0, v1, v2), region=(0, 7))
+    assert got == v2.replace("a = area(1)\nb = area(2)", "a = circle_area(1)\nb = circle_area(2)")
+    # ``area`` is still defined: calling it above is the user's choice, left alone (after the cursor, the
+    # next call would still be proposed).
     v1 = V0.replace("c = area(3)", "c = circle_area(3)")
-    got = propose(tiny_engine, v1, after(v1, 6), history_of(V0, v1), region=(0, 7))
-    assert got == v1.replace("a = area(1)\nb = area(2)", "a = circle_area(1)\nb = circle_area(2)")
+    assert propose(tiny_engine, v1, after(v1, 6), history_of(V0, v1), region=(0, 7)) is None
+    v1 = V0.replace("a = area(1)", "a = circle_area(1)")
+    assert propose(tiny_engine, v1, after(v1, 4), history_of(V0, v1)) == \
+        v1.replace("b = area(2)\nc = area(3)", "b = circle_area(2)\nc = circle_area(3)")
+    # A comment above is not renamed either, nor is a repeated statement change made again there.
+    v0 = "# area of a circle\n" + V0
+    v1 = v0.replace("def area", "def circle_area").replace("a = area(1)\nb = area(2)\nc = area(3)",
+                                                           "a = circle_area(1)\nb = circle_area(2)\nc = circle_area(3)")
+    assert propose(tiny_engine, v1, after(v1, 7), history_of(v0, v1)) is None
 
 
 def test_attribute_rename_leaves_plain_names(tiny_engine: Engine) -> None:

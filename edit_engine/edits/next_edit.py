@@ -10,9 +10,10 @@ benchmark's rule around a target). Structure first, model second:
    the patterns' rules, and tree rules anti-unified from the changed rows); every place where one applies again
    is found (``propagate.candidates``, tree-sitter for calls and definitions). The edits group into hunks (edits on
    adjacent rows are one hunk, as a diff tool would show them); the first hunk after the cursor is proposed, else
-   the nearest one before it: one edit at a time, as editors present them, however far (a front end shows the
-   way to one off screen). A hunk whose edit would add a syntax error (tree-sitter, and Python's own parser for
-   Python) is skipped. When the document has none and no region was given, the other open documents the front
+   the nearest one before it that renames a name left dangling (``bindings``: behind the cursor, where the user
+   has passed, a repeated change is one they did not make): one edit at a time, as editors present them, however
+   far (a front end shows the way to one off screen). A hunk whose edit would add a syntax error (tree-sitter, and
+   Python's own parser for Python) is skipped. When the document has none and no region was given, the other open documents the front
    end sent (``others``: name -> text, the most relevant first) are searched the same way, each from its top, by
    the rules that hold across files (``propagate.for_elsewhere``); the proposal names its document. With
    ``others_first`` (the user moved to another file, which has no history of its own) they come before it.
@@ -38,7 +39,7 @@ from typing import Any
 
 import torch
 
-from edit_engine.edits import budget, edit_prompt, patterns, propagate
+from edit_engine.edits import bindings, budget, edit_prompt, patterns, propagate
 from edit_engine.engine import rounds
 from edit_engine.engine.document import plan_document
 from edit_engine.engine.results import Pass
@@ -207,10 +208,10 @@ def _as_rows(region: propagate.Region, group: list[propagate.Edit]) -> Hunk:
     return Hunk(tuple(group), start, end, "".join(out))
 
 
-def order_hunks(found: list[Hunk], cursor: int) -> list[Hunk]:
-    """Hunks after the cursor in document order, then those before it, nearest first."""
+def order_hunks(found: list[Hunk], cursor: int, behind: Callable[[Hunk], bool] | None = None) -> list[Hunk]:
+    """Hunks after the cursor in document order, then those before it that ``behind`` keeps, nearest first."""
     after = [h for h in found if h.start >= cursor or h.end > cursor]
-    before = sorted((h for h in found if h not in after), key=lambda h: cursor - h.end)
+    before = sorted((h for h in found if h not in after and (behind is None or behind(h))), key=lambda h: cursor - h.end)
     return after + before
 
 
@@ -226,7 +227,20 @@ def propose_pattern(req: Request, doc: syntax.Document, analysis: patterns.Analy
 def _first_hunk(region: propagate.Region, rules: list[propagate.Rule], cursor: int,
                 fresh: list[tuple[int, int]]) -> Hunk | None:
     found = hunks(region, propagate.resolve(propagate.candidates(region, rules, fresh)))
-    for h in order_hunks(found, cursor)[:MAX_HUNKS_TRIED]:
+    names: list[frozenset[str] | None] = []  # the names the document binds, read once when asked
+
+    def dangling(h: Hunk) -> bool:
+        """Behind the cursor, where the user has passed, only what the code needs is proposed: a rename, in code,
+        of a name the document binds nowhere any more (a repeated change there is one the user did not make)."""
+        if not all(e.kind == "rename" and patterns.is_identifier(region.text[e.start : e.end])
+                   and not propagate.quoted(region, e.start) for e in h.edits):
+            return False
+        if not names:
+            names.append(bindings.bound(region.doc))
+        bound = names[0]
+        return bound is not None and not any(region.text[e.start : e.end] in bound for e in h.edits)
+
+    for h in order_hunks(found, cursor, dangling)[:MAX_HUNKS_TRIED]:
         if h.text == region.text[h.start : h.end]:
             continue
         if region.doc.tree is not None and repair.check(region.doc, h.start, h.end, h.text).errors:

@@ -477,6 +477,19 @@ def _quoted(r: Region) -> list[tuple[int, int]]:
     return sorted(out)
 
 
+def quoted(r: Region, offset: int) -> bool:
+    """The offset lies in a string or a comment (never, without a tree)."""
+    if r.doc.tree is None:
+        return False
+    b = positions.byte_offset(r.text, offset)
+    node = r.doc.tree.root_node.descendant_for_byte_range(b, b)
+    while node is not None:
+        if node.type in _STRINGS:
+            return True
+        node = node.parent
+    return False
+
+
 def _in_call(r: Region, offset: int) -> bool:
     """The offset lies in a call's argument list (not a definition's parameters)."""
     if r.doc.tree is None:
