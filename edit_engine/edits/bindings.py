@@ -19,6 +19,7 @@ from edit_engine.edits.patterns import DEFINITIONS, nodes_in_rows, param_name, p
 from edit_engine.syntax import trees as syntax
 
 BUILTINS = frozenset(dir(builtins))
+MAX_PYTHON_CHARS = 200_000  # a larger Python text is not read (its parse takes tens of milliseconds): None
 _DECLARED = re.compile(
     r"\b(?:def|class|func|fn|function|let|var|const|struct|enum|trait|interface|type|mod|static|mut|as|import)"
     r"\s+([^\W\d]\w*)"  # a declaration, a definition, an import or its alias
@@ -26,10 +27,11 @@ _DECLARED = re.compile(
 
 
 def bound(doc: syntax.Document) -> frozenset[str] | None:
-    """Every name ``doc`` binds somewhere (``doc.text``), or None for Python that does not parse."""
+    """Every name ``doc`` binds somewhere (``doc.text``), or None for Python that does not parse (or is over
+    ``MAX_PYTHON_CHARS``)."""
     budget.spend(1 + len(doc.text) // 64)
     if doc.language == "python":
-        return _python(doc.text)
+        return _python(doc.text) if len(doc.text) <= MAX_PYTHON_CHARS else None
     names = {next(g for g in m.groups() if g) for m in _DECLARED.finditer(doc.text)}
     for d in nodes_in_rows(doc, DEFINITIONS, 0, doc.text.count("\n") + 1):
         names.update(param_name(doc, p) for p in parameters(doc, d))
