@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from edit_engine.cli.main import main
 from edit_engine.edits.patterns import parse_diff
 from edit_engine.eval import release_edits
-from edit_engine.eval.next_edit_set import rename_baseline, run
+from edit_engine.eval.next_edit_set import made_by, rename_baseline, run, summary, table
 
 OLD = "".join(f"def f{k}(value):\n    total = value + {k}\n    return total\n\n\n" for k in range(12))
 # Three hunks: a rename at f1, a changed line at f3, a changed line at f20-ish (far below), one cosmetic at f5.
@@ -120,3 +123,80 @@ def test_eval_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     s = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert s["benchmark"] == "next-edit-releases" and s["fill"] == "rename-baseline" and s["cases"] == 2
     assert len(json.loads(out.read_text())["results"]) == 2
+
+
+def test_proposals_made_by_the_release_are_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With the release's wheel beside the set, each proposal is checked against the file the release left:
+    the rename baseline's proposal in the second case (``value`` -> ``amount`` at f3) is not one of its
+    changes; the first case's target is."""
+    path = build(tmp_path)
+    wheel = path.parent / "downloads" / "pkg-1.1-py3-none-any.whl"
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pkg/m.py", NEW)
+    manifest = {"downloads": [{"package": "pkg", "version": "1.1", "file": wheel.name}]}
+    (path.parent / release_edits.MANIFEST_FILE).write_text(json.dumps(manifest))
+    finals = release_edits.load_finals(path.parent)
+    cases = release_edits.load_cases(path.parent)
+    assert set(finals) == {c.case_id for c in cases} and all(v == NEW for v in finals.values())
+    first = cases[0]
+    doc_after = first.document[: first.document.index(first.region_before)] + first.region_after + \
+        first.document[first.document.index(first.region_before) + len(first.region_before):]
+    start = first.document.index(first.region_before)
+    assert made_by(first.document, start, start + len(first.region_before), first.region_after, NEW)
+    assert doc_after != first.document
+    assert not made_by(first.document, 0, 0, "import os\n", NEW)  # a change the release did not make
+    assert main(["eval", "--benchmark", "next-edit-releases", "--data", str(path.parent), "--fill",
+                 "rename-baseline", "--no-progress", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert s["finals"] == 2 and s["released"] <= s["proposed"]
+    # Without the wheel nothing is known, and the table has no column for it.
+    wheel.unlink()
+    assert release_edits.load_finals(path.parent) == {}
+    assert "made" not in table(summary("next-edit-releases", "x", run(cases, rename_baseline)))
+
+
+ROWS = st.lists(st.sampled_from(["a = 1", "b = 2", "c = 3", "return a", "pass", ""]), max_size=12)
+
+
+def shortest_hunks(old: list[str], new: list[str]) -> list[tuple[int, int, int, int]]:
+    """The hunks (old rows ``[i1, i2)`` become new rows ``[j1, j2)``) of one shortest edit script, by dynamic
+    programming over the longest common subsequence (``difflib`` may find a longer script)."""
+    n, m = len(old), len(new)
+    lcs = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            lcs[i][j] = lcs[i + 1][j + 1] + 1 if old[i] == new[j] else max(lcs[i + 1][j], lcs[i][j + 1])
+    hunks, i, j, start = [], 0, 0, None
+    while i < n or j < m:
+        if i < n and j < m and old[i] == new[j] and lcs[i][j] == lcs[i + 1][j + 1] + 1:
+            if start is not None:
+                hunks.append((start[0], i, start[1], j))
+                start = None
+            i, j = i + 1, j + 1
+            continue
+        start = start or (i, j)
+        if j < m and (i == n or lcs[i][j + 1] >= lcs[i + 1][j]):
+            j += 1
+        else:
+            i += 1
+    if start is not None:
+        hunks.append((start[0], n, start[1], m))
+    return hunks
+
+
+@given(ROWS, ROWS, st.data())
+def test_each_hunk_of_the_release_is_made_by_it(old: list[str], new: list[str], data: st.DataObject) -> None:
+    """Any one hunk of a shortest edit script from a file to its release, applied alone, is one of the
+    release's changes; the edit that reverts it afterwards is not."""
+    a, b = "".join(x + "\n" for x in old), "".join(x + "\n" for x in new)
+    ops = shortest_hunks(old, new)
+    if not ops:
+        assert not made_by(a, 0, len(a), a, b)
+        return
+    i1, i2, j1, j2 = data.draw(st.sampled_from(ops))
+    start, end = sum(len(x) + 1 for x in old[:i1]), sum(len(x) + 1 for x in old[:i2])
+    text = "".join(x + "\n" for x in new[j1:j2])
+    assert made_by(a, start, end, text, b)
+    stepped = a[:start] + text + a[end:]
+    assert not made_by(stepped, start, start + len(text), a[start:end], b)

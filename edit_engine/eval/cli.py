@@ -223,6 +223,7 @@ def _next_edit(a: argparse.Namespace) -> int:
         table,
     )
     from edit_engine.eval.release_edits import load_cases as release_cases
+    from edit_engine.eval.release_edits import load_finals
 
     if a.fill not in FILLS:
         raise UserError(f"--fill {a.fill} does not go with next-edit; choose from {', '.join(FILLS)}")
@@ -250,8 +251,10 @@ def _next_edit(a: argparse.Namespace) -> int:
         fill, model = engine_filler(engine, use_model=a.fill == "engine", region=a.region), str(engine.path or "")
         if a.fill == "engine" and engine.edits.path is not None:
             model += f" (edits: {engine.edits.path})"
-    outcomes = _run_cases(a, "next-edit", cases, lambda tick: run(cases, fill, on_result=tick))
-    return _write_report(a, {**report(a.benchmark, a.fill, outcomes), "model": model, "region": a.region}, table)
+    finals = load_finals(a.data) if a.benchmark == "next-edit-releases" else {}
+    outcomes = _run_cases(a, "next-edit", cases, lambda tick: run(cases, fill, on_result=tick, finals=finals))
+    rep = report(a.benchmark, a.fill, outcomes, len([c for c in cases if c.case_id in finals]))
+    return _write_report(a, {**rep, "model": model, "region": a.region}, table)
 
 
 def _next_edit_elsewhere(a: argparse.Namespace) -> int:

@@ -25,10 +25,12 @@ from __future__ import annotations
 import difflib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from rapidfuzz.distance import Indel
 
 from edit_engine.eval.apply_set import nearest_rank
 from edit_engine.eval.benchmarks import BenchmarkError, read_jsonl_cases, resolve_data_dir
@@ -235,6 +237,22 @@ class Outcome:
     breaks: bool = False
     elapsed_ms: float = 0.0
     error: str = ""
+    released: bool = False  # the proposal is one of the changes the case's release made (``made_by``)
+
+
+def made_by(document: str, start: int, end: int, text: str, final: str) -> bool:
+    """Whether the edit is a step of the way from ``document`` to ``final`` (the file as its release left it):
+    it changes rows, and the rows that differ from ``final`` are fewer by exactly the rows it changes. A
+    proposal that is not the next change may still be one the user makes later."""
+    new = document[:start] + text + document[end:]
+    step = changed_rows(document, new)
+    return step > 0 and changed_rows(new, final) == changed_rows(document, final) - step
+
+
+def changed_rows(a: str, b: str) -> int:
+    """The fewest rows removed plus rows added that make ``a`` into ``b`` (the insert/delete distance over rows,
+    exact: ``difflib``'s heuristic matching can miss the shortest script)."""
+    return int(Indel.distance(a.splitlines(), b.splitlines()))
 
 
 def timed(fill: Callable[[C], A | None], case: C) -> tuple[A | None, str, float]:
@@ -247,9 +265,10 @@ def timed(fill: Callable[[C], A | None], case: C) -> tuple[A | None, str, float]
     return got, error, (time.perf_counter() - t0) * 1e3
 
 
-def run(cases: list[NextEditCase], fill: Filler,
-        on_result: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-    """Fill and score every case; the time is the filler's wall time. A ValueError is the case's error."""
+def run(cases: list[NextEditCase], fill: Filler, on_result: Callable[[Outcome], None] | None = None,
+        finals: Mapping[str, str] | None = None) -> list[Outcome]:
+    """Fill and score every case; the time is the filler's wall time. A ValueError is the case's error.
+    ``finals``: case id -> the file as the case's release left it (``made_by``), where known."""
     out = []
     for c in cases:
         o = Outcome(c.case_id, c.far, c.last - c.first)
@@ -258,6 +277,8 @@ def run(cases: list[NextEditCase], fill: Filler,
             o.proposed, o.kind, o.patterns = True, p.kind, list(p.patterns)
             o.exact, o.chrf, o.breaks = p.inside and exact_match(p.region, c.region_after), \
                 chrf_changed(p.region, c) if p.inside else 0.0, breaks_parse(c, p)
+            final = (finals or {}).get(c.case_id)
+            o.released = final is not None and made_by(c.document, p.start, p.end, p.text, final)
         out.append(o)
         if on_result is not None:
             on_result(o)
@@ -268,16 +289,19 @@ def _group(outcomes: list[Outcome], n: int) -> dict[str, float]:
     """Counts and shares of a group of outcomes (shares of the whole set of ``n`` cases)."""
     proposed = [o for o in outcomes if o.proposed]
     exact = sum(o.exact for o in outcomes)
+    released = sum(o.released for o in proposed)
     return {"cases": len(outcomes), "proposed": len(proposed), "exact": exact,
             "exact_match": exact / n if n else 0.0,
             "precision": exact / len(proposed) if proposed else 0.0,
+            "released": released, "released_share": released / len(proposed) if proposed else 0.0,
             "chrf": sum(o.chrf for o in outcomes) / n if n else 0.0,
             "breaks": sum(o.breaks for o in proposed), "breaks_share": sum(o.breaks for o in proposed) / len(proposed)
             if proposed else 0.0}
 
 
-def summary(benchmark: str, fill: str, outcomes: list[Outcome]) -> dict[str, Any]:
-    """The figures over all cases, by proposal kind, by pattern kinds, and near / far."""
+def summary(benchmark: str, fill: str, outcomes: list[Outcome], finals: int = 0) -> dict[str, Any]:
+    """The figures over all cases, by proposal kind, by pattern kinds, and near / far; ``finals``: the cases
+    whose release's file is known (``released`` counts the proposals that are one of its changes)."""
     n = len(outcomes)
     ms = [o.elapsed_ms for o in outcomes]
     long = [o.elapsed_ms for o in outcomes if o.rows >= LONG_REGION]
@@ -285,7 +309,7 @@ def summary(benchmark: str, fill: str, outcomes: list[Outcome]) -> dict[str, Any
     patterns = sorted({"+".join(o.patterns) for o in outcomes if o.proposed and o.patterns})
     overall = _group(outcomes, n)
     return {
-        "benchmark": benchmark, "fill": fill, **overall,
+        "benchmark": benchmark, "fill": fill, **overall, "finals": finals,
         "no_proposal": (n - overall["proposed"]) / n if n else 0.0,
         "errors": sum(bool(o.error) for o in outcomes),
         "p50_ms": nearest_rank(ms, 0.5), "p95_ms": nearest_rank(ms, 0.95),
@@ -298,27 +322,32 @@ def summary(benchmark: str, fill: str, outcomes: list[Outcome]) -> dict[str, Any
     }
 
 
-def report(benchmark: str, fill: str, outcomes: list[Outcome]) -> dict[str, Any]:
+def report(benchmark: str, fill: str, outcomes: list[Outcome], finals: int = 0) -> dict[str, Any]:
     """``summary`` plus every case's outcome (what ``--out`` writes)."""
-    return {**summary(benchmark, fill, outcomes), "results": [asdict(o) for o in outcomes]}
+    return {**summary(benchmark, fill, outcomes, finals), "results": [asdict(o) for o in outcomes]}
 
 
-def _row(name: str, g: dict[str, float]) -> str:
+def _row(name: str, g: dict[str, float], made: bool) -> str:
     return (f"{name:<22} {g['cases']:>5} {g['proposed']:>8} {g['exact']:>6} {100 * g['exact_match']:>6.1f}% "
-            f"{100 * g['precision']:>6.1f}% {100 * g['chrf']:>6.1f} {g['breaks']:>6}")
+            f"{100 * g['precision']:>6.1f}% {100 * g['chrf']:>6.1f} {g['breaks']:>6}"
+            + (f" {100 * g['released_share']:>6.1f}%" if made else ""))
 
 
 def table(s: dict[str, Any]) -> str:
     """The summary as a text table: exact match and chrF are shares of the whole set (or of the near / far
-    part); precision is exact over proposed; breaks counts proposals that add a syntax error."""
-    head = f"{'':<22} {'cases':>5} {'proposed':>8} {'exact':>6} {'EM':>7} {'prec.':>7} {'chrF':>6} {'breaks':>6}"
+    part); precision is exact over proposed; breaks counts proposals that add a syntax error; "made" (where the
+    releases' files are known) is the share of proposals that are one of the changes the release made, next or
+    later."""
+    made = bool(s.get("finals"))
+    head = f"{'':<22} {'cases':>5} {'proposed':>8} {'exact':>6} {'EM':>7} {'prec.':>7} {'chrF':>6} {'breaks':>6}" \
+        + (f" {'made':>7}" if made else "")
     rows = [f"benchmark {s['benchmark']}, fill {s['fill']}: {s['cases']} cases, no proposal "
             f"{100 * s['no_proposal']:.1f}%, proposals breaking the parse {100 * s['breaks_share']:.1f}%, "
             f"{s['errors']} refused",
             f"latency p50 {s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms; regions of {LONG_REGION}+ rows "
             f"({s['long_regions']}): p50 {s['p50_ms_long']:.1f} ms, p95 {s['p95_ms_long']:.1f} ms", head,
-            _row("all", s)]
-    rows += [_row(f"  kind {k}", g) for k, g in s["by_kind"].items()]
-    rows += [_row(f"  pattern {k}", g) for k, g in s["by_pattern"].items()]
-    rows += [_row("near", s["near"]), _row("far", s["far"])]
+            _row("all", s, made)]
+    rows += [_row(f"  kind {k}", g, made) for k, g in s["by_kind"].items()]
+    rows += [_row(f"  pattern {k}", g, made) for k, g in s["by_pattern"].items()]
+    rows += [_row("near", s["near"], made), _row("far", s["far"], made)]
     return "\n".join(rows)

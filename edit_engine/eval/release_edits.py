@@ -167,6 +167,33 @@ def write_cases(cases: list[dict[str, Any]], out_dir: Path) -> Path:
     return path
 
 
+def load_finals(data: str | Path | None = None) -> dict[str, str]:
+    """Case id -> the file as the case's release left it, read from the wheels the set downloaded (cases whose
+    wheel is gone, or whose file is not usable there, are left out)."""
+    root = Path(data if data is not None else "runs/release_edits")
+    try:
+        manifest = json.loads((root / MANIFEST_FILE).read_text(encoding="utf-8"))
+        with gzip.open(root / CASES_FILE, "rt", encoding="utf-8") as f:
+            records = [json.loads(line) for line in f]
+    except (OSError, ValueError):
+        return {}
+    wheels = {(d["package"], d["version"]): root / "downloads" / d["file"] for d in manifest.get("downloads", [])}
+    sources: dict[tuple[str, str], dict[str, str]] = {}
+    out = {}
+    for r in records:
+        key = (str(r.get("package", "")), str(r.get("new_version", "")))
+        wheel = wheels.get(key)
+        if wheel is None or not wheel.is_file():
+            continue
+        if key not in sources:
+            sources[key] = wheel_sources(wheel)
+        text = sources[key].get(str(r.get("path", "")))
+        final = usable_text(text) if text is not None else None
+        if final is not None:
+            out[str(r["id"])] = final
+    return out
+
+
 def load_cases(data: str | Path | None = None, limit: int | None = None) -> list[NextEditCase]:
     """The first ``limit`` cases of a built set (``data``: the directory ``benchmarks/release_edits.py --out``
     wrote; default ``runs/release_edits``)."""
