@@ -88,6 +88,13 @@ def anchor_at(src: Source, ch: Chunk, d: Definition, o: Definition) -> tuple[int
     """The original rows the chunk's closed definition ``d`` replaces when it rewrites ``o``, and a note."""
     # Decorators / attributes the chunk does not show stay (the marker before it stands for them).
     start, note = (o.start if d.start < d.inner else o.inner), ".".join(o.qual)
+    if d.start < d.inner and o.start < o.inner:
+        # The chunk shows the last decorators only (its first line is one of them): those above it stay, the
+        # marker before it standing for them.
+        first = norm(ch.lines[d.start])
+        rows = [r for r in range(o.start, o.inner) if src.norm[r] == first]
+        if rows:
+            start = rows[0]
     end = _shown_end(src, ch, d, o) if ch.marker_after and d.end >= len(ch.lines) else o.end
     if end < o.end:
         note += f" (shown up to its line {end}: the marker after it keeps the rest)"
@@ -155,6 +162,8 @@ def _alike(src: Source, ch: Chunk, d: Definition, cands: list[int]) -> list[int]
     hits = {j: sum(src.norm[r] in body for r in range(src.defs[j].inner + 1, src.defs[j].end)) for j in cands}
     top = max(hits.values(), default=0)
     best = [j for j, h in hits.items() if h == top]
+    if len(same) == 1 and 0 < hits[same[0]] < top:
+        return cands  # the header points at one, the body lines at another: not told apart
     if len(same) == 1 and (hits[same[0]] or top == 0 or len(best) > 1):
         return same
     # The one header that reads the same holds none of the chunk's body lines while another holds them: the
@@ -191,7 +200,8 @@ def _renamed(src: Source, ch: Chunk, d: Definition, lo: int, hi: int, names: set
     if len(best) != 1:
         return None
     o = src.defs[best[0]]
-    return (o.start if d.start < d.inner else o.inner), o.end, f"{'.'.join(o.qual)} renamed to {d.name}"
+    end = _shown_end(src, ch, d, o) if ch.marker_after and d.end >= len(ch.lines) else o.end
+    return (o.start if d.start < d.inner else o.inner), end, f"{'.'.join(o.qual)} renamed to {d.name}"
 
 
 def _telling(line: str) -> bool:

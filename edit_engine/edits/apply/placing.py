@@ -14,6 +14,7 @@ applied.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,9 @@ MAX_CANDIDATES = 16  # ambiguous chunks: candidate places weighed (the first one
 # An ambiguous chunk goes to the place most like it only when that place's likeness (difflib ratio with the lines
 # it replaces) is ahead of the next one's by this much; else it is refused.
 CLEAR_MARGIN = 0.05
+# A line of the chunk and the original line it would replace, this alike (difflib ratio), read as one line edited
+# (``_edit_elsewhere``).
+EDIT_LIKENESS = 0.75
 
 
 @dataclass
@@ -39,6 +43,7 @@ class Spot:
     kind: str
     note: str = ""
     kept: tuple[tuple[int, int], ...] = ()  # original definitions the chunk rewrites whole (rows [start, end))
+    edges: tuple[int, int] = (-1, -1)  # candidate places: the chunk lines its ends were found by
 
 
 # ---------------------------------------------------------------------------------------------------- the span guard
@@ -136,6 +141,16 @@ def place(src: Source, ch: Chunk, lo: int, hi: int, strict: bool, names: set[str
     return spot
 
 
+def _next_fits(src: Source, ch: Chunk, i: int, step: int, rows: list[int], stop: int) -> list[int]:
+    """Rows of chunk line ``i`` followed (``step`` +1) or preceded (-1) by the chunk's next line, when that line
+    is outside its definitions and before ``stop`` (the definition's first or last line); all of them else."""
+    k = i + step
+    if not (0 <= k < len(ch.lines)) or not ch.items[k] or (k >= stop if step > 0 else k < stop):
+        return rows
+    budget.spend(len(rows))
+    return [r for r in rows if src.same(r + step, ch.lines[k])]
+
+
 def _around_defs(src: Source, ch: Chunk, anchors: list[tuple[int, int, int, int, str]], lo: int, hi: int,
                  last: bool, guard: Guard) -> Spot:
     """A chunk with anchored definitions: its lines before the first one and after the last one are matched
@@ -151,10 +166,14 @@ def _around_defs(src: Source, ch: Chunk, anchors: list[tuple[int, int, int, int,
     for k, (use_head, use_tail) in enumerate(((True, True), (False, True), (True, False), (False, False))):
         i, a = cs, oa
         if use_head and head.edge >= 0:
-            i, a = back(src, ch, head.edge, head.rows[-1], 0, lo)
+            # The nearest row of the edge line where the chunk's next line follows too (a repeated line,
+            # ``except ValueError:``, is placed by its neighbour).
+            rows = _next_fits(src, ch, head.edge, 1, head.rows, cs) or head.rows
+            i, a = back(src, ch, head.edge, rows[-1], 0, lo)
         j, b = ce - 1, ob
         if use_tail and tail.edge >= 0:
-            j, q = forward(src, ch, tail.edge, tail.rows[0], len(ch.lines), hi)
+            rows = _next_fits(src, ch, tail.edge, -1, tail.rows, ce) or tail.rows
+            j, q = forward(src, ch, tail.edge, rows[0], len(ch.lines), hi)
             b = q + 1
         spot = _edges(src, ch, Spot(a, b, list(ch.lines), "definition", note, kept), i, j, last)
         if k:
@@ -180,15 +199,28 @@ def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
     if head.unique is not None and tail.unique is not None:
         i, p = toward(src, ch, head, lo, hi, 1, 0, n)
         j, q = toward(src, ch, tail, lo, hi, -1, 0, n)
+        if p == q and i < j and head.unique[1] > tail.unique[1]:
+            # Two of the chunk's lines at one row, placed from unique lines found in the wrong order: its ends
+            # were found at places that do not go together.
+            if strict:
+                return None
+            raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + n}, starting "
+                             f"{ch.lines[0].strip()[:60]!r}) does not fit one place: its first and last lines are "
+                             f"found at places that do not go together (both at line {p + 1}); show a line more of "
+                             "context")
         spot = _edges(src, ch, _blank_edges(src, ch, Spot(p, q + 1, ch.lines, "lines"), i, j), i, j, last) \
             if p <= q and i <= j else None
         if spot is not None and guard.ok(ch, spot):
+            other = _edit_elsewhere(src, ch, head, tail, last, guard, spot)
+            if other is not None:
+                if strict:
+                    return None
+                raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + n}, starting "
+                                 f"{ch.lines[0].strip()[:60]!r}) reads two ways: it deletes lines at line {spot.a + 1}"
+                                 f", or edits a line in place at line {other.a + 1}; show a line more of context")
             twice = _deletes_an_edge(src, ch, spot, i, j)
             if twice is not None:
-                raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + n}, starting "
-                                 f"{ch.lines[0].strip()[:60]!r}) reads two ways: {twice.strip()[:60]!r} stands twice "
-                                 "there, and the original lines between could be kept or deleted; show a line more of "
-                                 "context, or a marker where code stays")
+                raise _two_readings(ch, twice)
             if src.lines[spot.a : spot.b] != ch.lines or len(head.rows) < 2:
                 loose = src.lines[p] != ch.lines[i] or src.lines[q] != ch.lines[j]
                 spot.note = "ignoring whitespace" if loose else ""
@@ -204,6 +236,41 @@ def _by_lines(src: Source, ch: Chunk, lo: int, hi: int, strict: bool,
     if strict:
         return None
     return [c for c in _candidates(src, ch, head, tail, last) if guard.ok(ch, c)] or None
+
+
+def _nonblank(lines: list[str]) -> int:
+    return sum(bool(x.strip()) for x in lines)
+
+
+def _edit_elsewhere(src: Source, ch: Chunk, head: Ends, tail: Ends, last: bool, guard: Guard,
+                    spot: Spot) -> Spot | None:
+    """Another place for a chunk that deletes lines at its spot (its lines fewer than the rows they replace,
+    found apart by their nearest match to a unique line): one where its ends are found too, as many lines as
+    it holds, each line it changes alike to the one it replaces: there the chunk edits lines in place, and an
+    edited line that now reads like a line elsewhere is what anchored it here. That place (None: none)."""
+    if _nonblank(src.lines[spot.a : spot.b]) <= _nonblank(spot.lines) or (len(head.rows) < 2 and len(tail.rows) < 2):
+        return None
+    for c in _candidates(src, ch, head, tail, last):
+        if not (c.b <= spot.a or c.a >= spot.b) or src.lines[c.a : c.b] == ch.lines or not guard.ok(ch, c):
+            continue
+        old = [x for x in src.lines[c.a : c.b] if x.strip()]
+        new = [x for x in c.lines if x.strip()]
+        if len(old) != len(new):
+            continue
+        budget.spend(len(old))
+        changed = [(x, y) for x, y in zip(old, new, strict=True) if norm(x) != norm(y)]
+        if changed and all(difflib.SequenceMatcher(None, x.strip(), y.strip(), autojunk=False).ratio() >= EDIT_LIKENESS
+                           for x, y in changed):
+            return c
+    return None
+
+
+def _two_readings(ch: Chunk, twice: str) -> ValueError:
+    """The refusal of a chunk whose place would delete another copy of its edge line ``twice``."""
+    return ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, "
+                      f"starting {ch.lines[0].strip()[:60]!r}) reads two ways: {twice.strip()[:60]!r} stands twice "
+                      "there, and the original lines between could be kept or deleted; show a line more of context, "
+                      "or a marker where code stays")
 
 
 def _deletes_an_edge(src: Source, ch: Chunk, spot: Spot, i: int, j: int) -> str | None:
@@ -235,7 +302,9 @@ def _candidates(src: Source, ch: Chunk, head: Ends, tail: Ends, last: bool) -> l
     for p in head.rows:
         later = [r for r in tail.rows if r >= p + (j > i)]
         if later:
-            out.append(_edges(src, ch, Spot(p, later[0] + 1, ch.lines, "ambiguous"), i, j, last))
+            spot = _edges(src, ch, Spot(p, later[0] + 1, ch.lines, "ambiguous"), i, j, last)
+            spot.edges = (i, j)
+            out.append(spot)
         if len(out) >= MAX_CANDIDATES:
             break
     return out
@@ -265,6 +334,16 @@ def _edges(src: Source, ch: Chunk, spot: Spot, i: int, j: int, last: bool) -> Sp
     n = len(ch.lines)
     if i > 0 and ch.index == 0 and not ch.marker_before and spot.a <= n and not src.top_level_def_in(0, spot.a):
         spot.a = 0
+    ends_file = last and not ch.marker_after
+    if ends_file and all(not x.strip() for x in src.lines[spot.b :]):
+        spot.b = src.n  # the original's blank lines at its end: the update's end says what the file ends with
+    if ch.marker_before and ch.blanks[0] >= 2 and 0 < spot.a < src.n and src.lines[spot.a].strip() and \
+            src.lines[spot.a] != spot.lines[0]:
+        # Fewer blank lines (two at least) after the marker than the original has before the line the chunk
+        # rewrites: the update narrows that spacing.
+        have = _blank_run(src, spot.a - 1, -1)
+        if have > ch.blanks[0]:
+            spot.a -= have - ch.blanks[0]
     if last and not ch.marker_after and src.n - spot.b <= n:
         rest = src.lines[spot.b :]
         if (j < n - 1 and not src.top_level_def_in(spot.b, src.n)) or (
@@ -274,6 +353,8 @@ def _edges(src: Source, ch: Chunk, spot: Spot, i: int, j: int, last: bool) -> Sp
     # original has blank lines there already.
     lead = ch.blanks[0] if i > 0 and 0 < spot.a and src.lines[spot.a - 1].strip() else 0
     trail = ch.blanks[1] if j < n - 1 and spot.b < src.n and src.lines[spot.b].strip() else 0
+    if ends_file and spot.b == src.n:
+        trail = ch.blanks[1]  # the update ends the file: its blank lines at the end are the file's
     if not trail and ch.marker_after and src.lines[spot.a : spot.b] != ch.lines:
         # More blank lines before the marker than the original has there before its next line: the update
         # widens the spacing (two blank lines after imports, say), where it changes something else too.
@@ -372,6 +453,15 @@ def insert(src: Source, ch: Chunk, lo: int, hi: int) -> Spot:
                              f"starting {ch.lines[0].strip()[:60]!r}) rewrites {d.name!r}, which the original "
                              f"defines at {len(same)} places it cannot tell apart (lines {rows}): show the "
                              "definition around it (its class header), or a line only that place has")
+    for k, _ in ch.units:  # a name the original binds by assignment: a rewrite of that, not a new definition
+        d = ch.defs[k]
+        bound = re.compile(rf"^\s*{re.escape(d.name)}\s*(?::[^=]*)?=(?!=)")
+        budget.spend(src.n)
+        row = next((r for r, x in enumerate(src.lines) if bound.match(x)), None)
+        if row is not None:
+            raise ValueError(f"chunk {ch.index + 1} of the update (lines {ch.start + 1}-{ch.start + len(ch.lines)}, "
+                             f"starting {ch.lines[0].strip()[:60]!r}) anchors nowhere and defines {d.name!r}, which "
+                             f"the original assigns at line {row + 1}: show the lines around it")
     d0, path = ch.defs[ch.units[0][0]], ch.units[0][1]
     cont = -1
     if path:
@@ -455,6 +545,9 @@ def decide(src: Source, ch: Chunk, cands: list[Spot]) -> Spot:
                          f"starting {ch.lines[0].strip()[:60]!r}) fits {len(ranked)} places of the original alike "
                          f"(at lines {rows}): show more lines around the edit, or a line only that place has")
     spot = ranked[0][1]
+    twice = _deletes_an_edge(src, ch, spot, *spot.edges) if spot.edges[0] >= 0 else None
+    if twice is not None:
+        raise _two_readings(ch, twice)
     if len(cands) == 1:
         spot.kind, spot.note = "lines", "the one place where both its ends are found"
     else:
