@@ -35,9 +35,9 @@ import bisect
 import dataclasses
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from edit_engine.edits import budget, call_sites, rules
 from edit_engine.edits.patterns import (
@@ -143,15 +143,7 @@ def _imports(r: Region, e: Edit) -> bool:
     """The edit touches an import statement (or writes one)."""
     if _IMPORT_ROW.search(e.text) or _IMPORT_ROW.search(r.text, r.starts[r.row_of(e.start)], max(e.end, e.start + 1)):
         return True
-    if r.doc.tree is None:
-        return False
-    b = positions.byte_offset(r.text, e.start)
-    node = r.doc.tree.root_node.descendant_for_byte_range(b, b)
-    while node is not None:
-        if "import" in node.type or node.type == "use_declaration":
-            return True
-        node = node.parent
-    return False
+    return any("import" in n.type or n.type == "use_declaration" for n in _ancestors(r, e.start))
 
 
 def fresh_rows(a: Analysis) -> list[tuple[int, int]]:
@@ -477,31 +469,31 @@ def _quoted(r: Region) -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def quoted(r: Region, offset: int) -> bool:
-    """The offset lies in a string or a comment (never, without a tree)."""
+def _ancestors(r: Region, offset: int) -> Iterator[Any]:
+    """The syntax nodes at the offset, innermost first (none without a tree)."""
     if r.doc.tree is None:
-        return False
+        return
     b = positions.byte_offset(r.text, offset)
     node = r.doc.tree.root_node.descendant_for_byte_range(b, b)
     while node is not None:
-        if node.type in _STRINGS:
-            return True
+        yield node
         node = node.parent
-    return False
+
+
+def quoted(r: Region, offset: int) -> bool:
+    """The offset lies in a string or a comment (never, without a tree)."""
+    return any(n.type in _STRINGS for n in _ancestors(r, offset))
 
 
 def _in_call(r: Region, offset: int) -> bool:
-    """The offset lies in a call's argument list (not a definition's parameters)."""
+    """The offset lies in a call's argument list (not a definition's parameters); always, without a tree."""
     if r.doc.tree is None:
         return True
-    b = positions.byte_offset(r.text, offset)
-    node = r.doc.tree.root_node.descendant_for_byte_range(b, b)
-    while node is not None:
+    for node in _ancestors(r, offset):
         if node.type in CALLS:
             return True
         if node.type in DEFINITIONS or node.type in ("parameters", "formal_parameters", "parameter_list"):
             return False
-        node = node.parent
     return False
 
 
