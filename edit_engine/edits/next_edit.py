@@ -8,15 +8,16 @@ benchmark's rule around a target). Structure first, model second:
 1. **Patterns.** The history's diffs are analysed (``patterns.analyse``: renames, repeated statement edits,
    changed calls, added parameters, aliases) and turned into rules, one per transformation (``propagate.infer``:
    the patterns' rules, and tree rules anti-unified from the changed rows); every place where one applies again
-   is found (``propagate.candidates``, tree-sitter for calls and definitions). The edits group into hunks (edits on
-   adjacent rows are one hunk, as a diff tool would show them); the first hunk after the cursor is proposed, else
-   the nearest one before it that renames a name left dangling (``bindings``: behind the cursor, where the user
-   has passed, a repeated change is one they did not make): one edit at a time, as editors present them, however
-   far (a front end shows the way to one off screen). A hunk whose edit would add a syntax error (tree-sitter, and
-   Python's own parser for Python) is skipped. When the document has none and no region was given, the other open documents the front
-   end sent (``others``: name -> text, the most relevant first) are searched the same way, each from its top, by
-   the rules that hold across files (``propagate.for_elsewhere``); the proposal names its document. With
-   ``others_first`` (the user moved to another file, which has no history of its own) they come before it.
+   is found (``propagate.candidates``, tree-sitter for calls and definitions). The edits group into hunks (edits
+   on adjacent rows are one hunk, as a diff tool would show them); the first hunk after the cursor is proposed,
+   else the nearest one before it that renames a name left dangling (``bindings``: behind the cursor, where the
+   user has passed, a repeated change is one they did not make): one edit at a time, as editors present them,
+   however far (a front end shows the way to one off screen). A hunk whose edit would add a syntax error
+   (tree-sitter, and Python's own parser for Python) is skipped. When the document has none and no region was
+   given, the other open documents the front end sent (``others``: name -> text, the most relevant first) are
+   searched the same way, each from its top, by the rules that hold across files (``propagate.for_elsewhere``);
+   the proposal names its document. With ``others_first`` (the user moved to another file, which has no history
+   of its own) they come before it.
 2. **Model.** Where no pattern applies, the model rewrites the row most likely to change next (the first after
    the cursor sharing the most words with the last change; rewrite mode re-masks its least likely tokens and
    denoises, ``rounds``). The rewrite is proposed only when it changes the row, breaks nothing in the parse,
@@ -211,7 +212,8 @@ def _as_rows(region: propagate.Region, group: list[propagate.Edit]) -> Hunk:
 def order_hunks(found: list[Hunk], cursor: int, behind: Callable[[Hunk], bool] | None = None) -> list[Hunk]:
     """Hunks after the cursor in document order, then those before it that ``behind`` keeps, nearest first."""
     after = [h for h in found if h.start >= cursor or h.end > cursor]
-    before = sorted((h for h in found if h not in after and (behind is None or behind(h))), key=lambda h: cursor - h.end)
+    before = [h for h in found if h not in after and (behind is None or behind(h))]
+    before.sort(key=lambda h: cursor - h.end)
     return after + before
 
 
