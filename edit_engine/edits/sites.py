@@ -11,6 +11,7 @@ parameters (``call_sites.py``), renames, and tree templates anti-unified from th
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,16 +73,16 @@ class Region:
         return lo
 
 
-class Rule:
+class Rule(abc.ABC):
     """One transformation inferred from the history. ``kind``: its pattern kind (``propagate.KINDS``, the order
     in which overlapping edits win); ``order``: the recency of its source in the history (lower: more recent)."""
 
     kind: ClassVar[str] = ""
     order: int = 0
 
+    @abc.abstractmethod
     def edits(self, r: Region) -> list[Edit]:
         """The edits the rule makes in the region: each place where it applies, rewritten."""
-        raise NotImplementedError
 
     def carried(self, defined: Callable[[], set[str]]) -> Rule | None:
         """The rule as it holds in another open document (None: it is about the changed document's own code).
