@@ -132,3 +132,19 @@ def test_tree_rules_are_rules_of_the_same_machinery() -> None:
     assert tree.kind == "rule" and tree.carried(lambda: set()) is tree
     assert [states[-1][e.start : e.end] + " -> " + e.text for e in tree.edits(_region(states[-1]))] == \
         ["check(a, z) -> check(a, z, strict=True)"]
+
+
+def test_a_built_in_type_swapped_for_another_name_is_no_rename_but_a_change_of_case_is() -> None:
+    def renames(old: str, new: str, language: str = "python") -> list[tuple[str, str]]:
+        doc = f"def f(items: {new}) -> None:\n    pass\n"
+        before = doc.replace(f"items: {new}", f"items: {old}")
+        diff = "".join(difflib.unified_diff(before.splitlines(True), doc.splitlines(True), "a/x", "b/x"))
+        return [(r.old, r.new) for r in patterns.analyse([diff], doc, language).renames]
+
+    assert renames("list", "Sequence") == [] and renames("object", "Any") == []
+    assert renames("List", "list") == [("List", "list")]  # a systematic replacement
+    assert renames("Config", "Settings") == [("Config", "Settings")]
+    # The built-ins are the language's: ``Result`` is a Rust type, and a Python class may be called so.
+    assert renames("_Result", "Result") == [("_Result", "Result")]
+    assert renames("Result", "Outcome", "rust") == []
+    assert renames("node", "n") == []  # a word given up for one letter at a place

@@ -9,7 +9,8 @@ that can be made again elsewhere (``Analysis``):
   (``self.x`` -> ``self.y``) is kept apart from a plain name, a parameter or keyword name is marked. Also a
   definition whose name changed (one name no longer defined where one new one is, or where several are, the one
   extending it) and an imported name that one new import replaced (over the history; in a parenthesized import
-  list too, told by tree-sitter);
+  list too, told by tree-sitter). Never a built-in or standard type name swapped for another name (``list`` ->
+  ``Sequence``: that place's annotation changed, ``_renamable``), nor a word shortened to one letter;
 - **line edits**: each change's removed rows and the rows that replaced them, with the context rows around them
   (``propagate`` matches them up to a renaming of a few identifiers);
 - **calls**: a call whose arguments changed (added, removed, reordered, replaced; matched by callee between the
@@ -27,10 +28,13 @@ apply in the editable region; ``next_edit.py`` picks one.
 from __future__ import annotations
 
 import bisect
+import builtins
+import collections.abc
 import difflib
 import functools
 import keyword
 import re
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,7 +319,7 @@ def analyse(history: list[str], document: str, language: str = "python") -> Anal
                 a.calls += calls
                 a.params += params
                 imports |= {id(c) for c in inside}
-    a.renames = _renames(a, imports)
+    a.renames = _renames(a, imports, language)
     a.gone = _gone(a.changes, document, {x.old for x in a.renames})
     a.aliases = _aliases(a.changes)[-MAX_NAMED:]
     listed = {id(c) for c in a.changes if id(c) in imports or _in_import(c)}
@@ -366,7 +370,7 @@ def line_pairs(removed: tuple[str, ...], added: tuple[str, ...]) -> list[tuple[s
     return out
 
 
-def _renames(an: Analysis, imports: set[int] | None = None) -> list[Rename]:
+def _renames(an: Analysis, imports: set[int] | None = None, language: str = "python") -> list[Rename]:
     """Words replaced one-for-one on paired lines, renamed definitions and renamed imports (one name no longer
     imported where one new name is, over the history); a word renamed two ways is dropped, a later rename of the
     same word (same kind) wins over an earlier one."""
@@ -405,7 +409,39 @@ def _renames(an: Analysis, imports: set[int] | None = None) -> list[Rename]:
     removed = {n for c in chs for x in c.removed for n in _imported(x, id(c) in listed)}
     added = {n for c in chs for x in c.added for n in _imported(x, id(c) in listed)}
     _note_swap(found, removed - added, added - removed)
-    return [Rename(o, n, attr, o in keywords) for (o, attr), n in found.items() if n is not None]
+    return [Rename(o, n, attr, o in keywords) for (o, attr), n in found.items() if n is not None and _renamable(o, n, language)]
+
+
+# Names a program cannot rename, per language: its built-in and standard type names. One swapped for another at a
+# place (``list`` -> ``Sequence``, ``object`` -> ``Any``, ``ValueError`` -> ``ParserError``) changes that
+# annotation or call; the old name still means what it meant everywhere else. On the development release
+# histories such swaps were the next change in 4 of 28 proposals.
+_PYTHON_BUILT_IN = (frozenset(n for n in dir(builtins) if isinstance(getattr(builtins, n), type))
+                    - {"type", "filter", "map", "zip", "range", "enumerate", "reversed", "property", "staticmethod",
+                       "classmethod", "super", "slice", "memoryview"}  # also common names of variables
+                    ) | frozenset(typing.__all__) | frozenset(collections.abc.__all__)
+_SCRIPT_BUILT_IN = frozenset({"string", "number", "boolean", "any", "unknown", "void", "never", "undefined", "object",
+                              "Array", "Promise", "Map", "Set", "Record", "Partial", "Readonly", "Error", "Object"})
+_BUILT_IN = {
+    "python": _PYTHON_BUILT_IN,
+    "javascript": _SCRIPT_BUILT_IN,
+    "typescript": _SCRIPT_BUILT_IN,
+    "go": frozenset({"string", "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32",
+                     "uint64", "float32", "float64", "bool", "byte", "rune", "error", "any"}),
+    "rust": frozenset({"i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize", "f32",
+                       "f64", "bool", "char", "str", "String", "Vec", "Option", "Result", "Box", "Rc", "Arc",
+                       "HashMap", "HashSet"}),
+}
+
+
+def _renamable(old: str, new: str, language: str) -> bool:
+    """A word swap that can be a renaming: not a built-in swapped for another name (a change of case only,
+    ``List`` -> ``list``, is a systematic replacement and stays), and not a word of three letters or more
+    shortened to one letter or ``_`` (a loop's variable given up at one place)."""
+    fixed = _BUILT_IN.get(language, frozenset())
+    if (old in fixed or new in fixed) and old.lower() != new.lower():
+        return False
+    return not (len(old) >= 3 and len(new) == 1)
 
 
 _DEFINED = re.compile(

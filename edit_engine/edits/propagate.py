@@ -17,6 +17,10 @@
   its name (``KeywordRule``); a parameter added with a default value replaces that value in its definition's
   body (``DefaultRule``).
 - ``rule``: a node whose tree matches a tree template's old side is rewritten from its new side (``rules.py``).
+- ``phrase``: a few tokens the history replaced alike are replaced where they stand between the same neighbours
+  (``phrases.py``).
+- ``insert``: rows the history inserted alike at two places or more are inserted again beside the neighbour
+  those places share (``insertions.py``).
 - ``rename``: the history's renaming (``RenameRule``): a renamed word (identifiers in code: attribute accesses
   for an attribute rename, ``self.x`` for a plain one too, another callee's keyword argument only for a
   parameter rename; words of three letters or more in strings and comments); a name whose definition the
@@ -39,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from edit_engine.edits import budget, call_sites, rules
+from edit_engine.edits import budget, call_sites, insertions, phrases, rules
 from edit_engine.edits.patterns import (
     CALLS,
     DEFINITIONS,
@@ -64,6 +68,7 @@ from edit_engine.edits.sites import (
     Region,
     Rule,
     analogy,
+    holds,
     node_span,
     node_text,
     reindent,
@@ -73,7 +78,7 @@ from edit_engine.edits.sites import (
 from edit_engine.syntax import positions
 
 REGEX_STEPS = 1_000  # budget steps of compiling a pattern's regular expression (about a third of a millisecond)
-KINDS = ("line", "call", "argument", "alias", "rule", "rename")
+KINDS = ("line", "call", "argument", "alias", "rule", "phrase", "insert", "rename")
 MAX_MAPPED = 2  # identifiers a line edit may rename to fit a block (more: a different statement)
 NEAR_ROWS = 3  # an insertion is not proposed where one of its rows already stands this close
 MIN_SAME = 0.5  # share of a block's tokens that must be equal (not renamed) for a line edit to apply
@@ -102,7 +107,7 @@ def _infer(a: Analysis, language: str) -> list[Rule]:
     out += [RenameRule(tuple(a.renames))] if a.renames else []
     out += [GoneRule(frozenset(a.gone))] if a.gone else []
     out += [ImportRule(tuple(sorted(a.imported)))] if a.imported else []
-    return out + rules.infer(a, language)
+    return out + rules.infer(a, language) + phrases.infer(a) + insertions.infer(a)
 
 
 def candidates(r: Region, found: Sequence[Rule], fresh: Sequence[tuple[int, int]] = ()) -> list[Edit]:
@@ -188,7 +193,8 @@ def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str,
                  max_mapped: int) -> dict[str, str] | None:
     """The renaming that makes rows ``row...`` the block, or None. A renaming must be clean: no name it
     introduces occurs in the pattern's rows (``others``: the block, then what replaces it), every renamed word
-    survives the edit (a word the edit replaces is what the edit is about), and the rows share at least one word
+    survives the edit, as it is or inside a word the edit writes (a word the edit replaces is what the edit is
+    about), and the rows share at least one word
     besides keywords and ``STOP_WORDS`` with the block (``if self.a:`` is not ``if self.b:`` renamed)."""
     mapping: dict[str, str] = {}
     total = same = 0
@@ -205,12 +211,17 @@ def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str,
     if mapping:
         words = {t for x in others for *_, t in tokens(x)}
         kept = {t for x in others[len(block) :] for *_, t in tokens(x)}
-        if any(v in words for v in mapping.values()) or (kept and not set(mapping) <= kept):
+        if any(v in words for v in mapping.values()) or (kept and not all(_kept(k, kept) for k in mapping)):
             return None  # not a clean renaming, or one of the words the edit replaces
         content = {t for x in block for *_, t in tokens(x) if is_identifier(t) and t not in STOP_WORDS}
         if not content - set(mapping):
             return None
     return mapping
+
+
+def _kept(word: str, kept: set[str]) -> bool:
+    """The edit keeps ``word``: as it is, or inside a word it writes (``is_nl`` in ``_is_nl``)."""
+    return word in kept or any(holds(k, word) for k in kept)
 
 
 @dataclass(frozen=True)

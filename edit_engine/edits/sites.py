@@ -6,7 +6,8 @@ A ``Rule`` is one transformation the history shows, of one kind (``propagate.KIN
 region where it applies and what each becomes (``Rule.edits``), and says whether it holds in another document
 (``Rule.carried``). Every kind is a rule (``propagate.infer`` makes them all, ``propagate.candidates`` searches
 them alike): repeated statement edits and aliases (``propagate.py``), changed calls, signatures and added
-parameters (``call_sites.py``), renames, and tree templates anti-unified from the changed rows (``rules.py``).
+parameters (``call_sites.py``), renames, tree templates anti-unified from the changed rows (``rules.py``),
+replaced phrases (``phrases.py``) and repeated insertions (``insertions.py``).
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ def reindent(rows: tuple[str, ...], pattern_indent: str, site_indent: str) -> li
 def analogy(mapping: dict[str, str], words: set[str]) -> dict[str, str]:
     """``mapping`` extended to ``words`` by the affix the mapped names share: when every renamed name swaps
     one prefix for another (``base_frozen`` -> ``sub_frozen``, ``base_slots`` -> ``sub_slots``), or one suffix,
-    a word with that prefix (suffix) swaps it too (``base_weakref_slot`` -> ``sub_weakref_slot``)."""
+    a word with that prefix (suffix) swaps it too (``base_weakref_slot`` -> ``sub_weakref_slot``). A word that
+    holds one renamed name whole holds the new name there (``is_ws`` -> ``is_nl`` makes ``_is_ws`` ``_is_nl``; ``holds``)."""
     pairs = [(a, b) for a, b in mapping.items() if a != b]
     if not pairs:
         return mapping
@@ -158,7 +160,24 @@ def analogy(mapping: dict[str, str], words: set[str]) -> dict[str, str]:
                 out[w] = y + w[len(x) :]
             elif not front and w.endswith(x) and len(w) > len(x):
                 out[w] = w[: len(w) - len(x)] + y
+    for w in words - set(out):  # a word holding a renamed name whole holds the new one
+        held = [(a, b) for a, b in pairs if holds(w, a)]
+        if len(held) == 1:
+            out[w] = w.replace(held[0][0], held[0][1], 1)
     return out
+
+
+def holds(word: str, name: str) -> bool:
+    """``word`` holds ``name`` (three characters or more) whole, between underscores or its edges
+    (``_is_ws`` holds ``is_ws``; ``fspath`` does not hold ``path``, nor ``ProxyTypes`` ``Proxy``)."""
+    if len(name) < 3 or word == name:
+        return False
+    k = word.find(name)
+    while k >= 0:
+        if (k == 0 or word[k - 1] == "_") and (k + len(name) == len(word) or word[k + len(name)] == "_"):
+            return True
+        k = word.find(name, k + 1)
+    return False
 
 
 def _prefix_swap(pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], bool] | None:
