@@ -147,4 +147,5 @@ def test_a_built_in_type_swapped_for_another_name_is_no_rename_but_a_change_of_c
     # The built-ins are the language's: ``Result`` is a Rust type, and a Python class may be called so.
     assert renames("_Result", "Result") == [("_Result", "Result")]
     assert renames("Result", "Outcome", "rust") == []
-    assert renames("node", "n") == []  # a word given up for one letter at a place
+    assert renames("key", "_") == []  # a name given up at a place
+    assert renames("log_w", "w") == [("log_w", "w")]

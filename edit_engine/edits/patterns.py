@@ -10,7 +10,7 @@ that can be made again elsewhere (``Analysis``):
   definition whose name changed (one name no longer defined where one new one is, or where several are, the one
   extending it) and an imported name that one new import replaced (over the history; in a parenthesized import
   list too, told by tree-sitter). Never a built-in or standard type name swapped for another name (``list`` ->
-  ``Sequence``: that place's annotation changed, ``_renamable``), nor a word shortened to one letter;
+  ``Sequence``: that place's annotation changed, ``_renamable``), nor a name given up for ``_``;
 - **line edits**: each change's removed rows and the rows that replaced them, with the context rows around them
   (``propagate`` matches them up to a renaming of a few identifiers);
 - **calls**: a call whose arguments changed (added, removed, reordered, replaced; matched by callee between the
@@ -436,12 +436,12 @@ _BUILT_IN = {
 
 def _renamable(old: str, new: str, language: str) -> bool:
     """A word swap that can be a renaming: not a built-in swapped for another name (a change of case only,
-    ``List`` -> ``list``, is a systematic replacement and stays), and not a word of three letters or more
-    shortened to one letter or ``_`` (a loop's variable given up at one place)."""
+    ``List`` -> ``list``, is a systematic replacement and stays), and not a name given up for ``_`` (a loop's
+    variable no longer used at that place)."""
     fixed = _BUILT_IN.get(language, frozenset())
     if (old in fixed or new in fixed) and old.lower() != new.lower():
         return False
-    return not (len(old) >= 3 and len(new) == 1)
+    return new != "_"
 
 
 _DEFINED = re.compile(
