@@ -2,25 +2,23 @@
 stand between the same neighbours.
 
 A changed row and the row that replaced it (``patterns.line_pairs``) are compared token by token
-(``patterns.tokens``). The tokens from the first that differs to the last, at most ``MAX_TOKENS`` on either side
-(the changes of one row go together), are an *example*:
-the tokens it removed, the tokens that stay on either side of it, and the text written between those instead
-(``"Can not overwrite"`` -> ``"Cannot overwrite"``, ``filename: str,`` -> ``filename: str | os.PathLike,``).
-One identifier swapped for another is a rename, the renames' job, and is no example here.
+(``patterns.tokens``). The tokens from the first that differs to the last, less those both rows begin or end
+them with, at most ``MAX_TOKENS`` on either side, are an *example* (the changes of one row go together: an ``f``
+prefix and the ``{name}`` it formats): the tokens removed, ``CONTEXT`` tokens on either side that stay, and what
+is written instead (``"Can not overwrite"`` -> ``"Cannot overwrite"``, ``filename: str,`` -> ``filename: str |
+os.PathLike,``). One identifier swapped for another is a rename, the renames' job, and no example here.
 
-The examples of one change (the same tokens removed, the same text written, the same token next to it on either
-side) are anti-unified into a rule: of
-the ``CONTEXT`` tokens on either side, those every example has in common stay (at least one on each side, or
-the row's edge); so the rule keeps what its examples share and drops where they differ (``root_path: str,`` and
-``filename: str,`` give ``: str,``). A change seen once is a rule only when what it removes holds a word of
-``MIN_WORD`` letters or more (``cookielib`` -> ``http.cookiejar``): a lone swapped bracket or keyword shows
-nothing of where it belongs. A phrase of several tokens with such a word, replaced alike between different
-neighbours (``Union[str, PathLike]`` -> ``StrPath`` in a parameter and in a return type), is replaced wherever
-it stands.
+The examples of one replacement (the same tokens removed, the same text written) with the same token next to it
+on either side are anti-unified into a rule: the context tokens every example has stay, the others go (at least
+one stays on each side, or the row's edge), so a rule keeps what its examples share (``root_path: str,`` and
+``filename: str,`` give ``: str,``). A replacement seen once is a rule only when it removes a word of
+``MIN_WORD`` letters or more (``cookielib`` -> ``http.cookiejar``): a lone bracket or keyword shows nothing of
+where it belongs. A phrase of several tokens with such a word, replaced alike between different neighbours
+(``Union[str, PathLike]`` -> ``StrPath``, in a parameter and in a return type), is replaced wherever it stands.
 
-A rule is a ``sites.Rule`` of kind ``phrase``, searched as every other kind is (``propagate.candidates``): each
-row of the region holding its tokens, context and all, gets the text between the context replaced. It holds in
-other documents too.
+A rule is a ``sites.Rule`` of kind ``phrase``, searched as every other kind is (``propagate.candidates``): on each
+row of the region where its tokens stand, context and all, the tokens it removes become the text it writes (an
+insertion or a deletion: the text between the context tokens). It holds in other documents too.
 """
 
 from __future__ import annotations
@@ -44,9 +42,9 @@ MAX_PAIRS = 64  # row pairs compared for examples, the most recent first
 
 @dataclass(frozen=True)
 class PhraseRule(Rule):
-    """The tokens ``left + old + right`` on one row: the text between ``left`` and ``right`` becomes ``new``.
-    ``start``/``end``: the context is the row's edge on that side (``left``/``right`` empty); ``order``: the
-    recency of its latest example."""
+    """The tokens ``left + old + right`` on one row: ``old`` becomes ``new`` (``old`` or ``new`` empty: the text
+    between ``left`` and ``right``). ``start``/``end``: the tokens begin (end) the row; ``order``: the recency
+    of its latest example."""
 
     kind: ClassVar[str] = "phrase"
     left: tuple[str, ...]
