@@ -23,9 +23,9 @@
   those places share (``insertions.py``).
 - ``rename``: the history's renaming (``RenameRule``): a renamed word (identifiers in code: attribute accesses
   for an attribute rename, ``self.x`` for a plain one too, another callee's keyword argument only for a
-  parameter rename; in strings and comments, words of three letters or more renamed to such words); a name
-  whose definition the history removed leaves the lists it was an item of (``GoneRule``); a newly imported
-  function takes over the calls of the one its name extends (``ImportRule``).
+  parameter rename; words of three letters or more in strings and comments); a name whose definition the
+  history removed leaves the lists it was an item of (``GoneRule``); a newly imported function takes over the
+  calls of the one its name extends (``ImportRule``).
 
 ``candidates`` asks every rule for its edits in the region; a language without a grammar gets the text-level
 kinds only. ``resolve`` keeps the strongest edit where two overlap (in the order of ``KINDS``, then the most
@@ -604,8 +604,8 @@ class RenameRule(Rule):
                     continue
                 budget.spend(1 + len(quoted))
                 inside = any(qs <= base + s and base + e <= qe for qs, qe in quoted)
-                if inside and (len(t) < 3 or len(attr.get(t, plain.get(t, ""))) < 3):
-                    continue  # a short word in prose is not the name, and prose gets no short word
+                if inside and len(t) < 3:
+                    continue  # a short word in prose is not the name
                 dotted = k > 0 and toks[k - 1][2] == "." and toks[k - 1][1] == s
                 # In code an attribute access takes an attribute rename and a bare name a plain one; in strings
                 # and comments either does. self.x mirrors a parameter x; lib.x is the changed module's x, seen
