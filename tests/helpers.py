@@ -60,3 +60,20 @@ def chat_stream(url: str, payload: dict[str, Any], timeout: float) -> list[dict[
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     assert chunks[-1]["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "stop"}
     return chunks
+
+
+def whole_region(doc: str, language: str = "python") -> Any:
+    """A next-edit region (``sites.Region``) over the whole of ``doc``."""
+    from edit_engine.edits import sites
+    from edit_engine.syntax import positions
+    from edit_engine.syntax import trees as syntax
+
+    starts = positions.line_starts(doc)
+    return sites.Region(syntax.Document.parse(doc, language), starts, 0, len(starts))
+
+
+def applied(doc: str, edits: list[Any]) -> str:
+    """``doc`` with next-edit ``Edit``s (not overlapping) made."""
+    for e in sorted(edits, key=lambda e: -e.start):
+        doc = doc[: e.start] + e.text + doc[e.end :]
+    return doc

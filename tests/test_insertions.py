@@ -3,21 +3,10 @@ beside the neighbour most of those places share, and nowhere the rows already st
 
 from __future__ import annotations
 
-from edit_engine.edits import insertions, propagate, sites
+from helpers import applied, whole_region
+
+from edit_engine.edits import insertions, propagate
 from edit_engine.edits.patterns import Analysis, Change
-from edit_engine.syntax import positions
-from edit_engine.syntax import trees as syntax
-
-
-def _region(doc: str) -> sites.Region:
-    starts = positions.line_starts(doc)
-    return sites.Region(syntax.Document.parse(doc, "python"), starts, 0, len(starts))
-
-
-def _apply(doc: str, edits: list[sites.Edit]) -> str:
-    for e in sorted(edits, key=lambda e: -e.start):
-        doc = doc[: e.start] + e.text + doc[e.end :]
-    return doc
 
 
 def _inserted(rows: tuple[str, ...], around: list[tuple[str, str]]) -> Analysis:
@@ -52,7 +41,7 @@ def test_rows_inserted_after_the_same_row_twice_are_inserted_after_it_where_they
                                                        ('    """Convert aware datetimes."""', "    if value:")])
     found = insertions.infer(a)
     assert [(r.anchor, r.below, r.shift) for r in found] == [('"""', True, 0)]  # two of three share the row above
-    got = _apply(DOC, found[0].edits(_region(DOC)))
+    got = applied(DOC, found[0].edits(whole_region(DOC)))
     # naturaltime has the import already; naturaldelta's one-line docstring is not the anchor.
     assert got == DOC.replace('day.\n    """\n', 'day.\n    """\n    import datetime as dt\n\n')
 
@@ -63,7 +52,7 @@ def test_rows_inserted_below_definition_headers_go_below_each_header_indented_as
     found = insertions.infer(a)
     assert [(r.anchor, r.below, r.shift) for r in found] == [(None, True, 4)]
     doc = "class R:\n    def result(self):\n        return self._result\n"
-    assert _apply(doc, found[0].edits(_region(doc))) == \
+    assert applied(doc, found[0].edits(whole_region(doc))) == \
         'class R:\n    def result(self):\n        """:meta private:"""\n        return self._result\n'
 
 
@@ -79,6 +68,6 @@ def test_insertion_rules_are_inferred_with_the_other_kinds_and_win_over_none_of_
                                                        ('    """', "    tmp = Unit[unit.upper()]")])
     found = propagate.infer(a, "python")
     assert [type(x).__name__ for x in found if isinstance(x, insertions.InsertRule)] == ["InsertRule"]
-    edits = propagate.resolve(propagate.candidates(_region(DOC), found))
+    edits = propagate.resolve(propagate.candidates(whole_region(DOC), found))
     assert [(e.kind, e.text) for e in edits] == [("insert", "    import datetime as dt\n\n")]
     assert "insert" in propagate.KINDS and propagate.KINDS.index("insert") < propagate.KINDS.index("rename")

@@ -3,24 +3,12 @@ tokens stand between the same neighbours, and nowhere else."""
 
 from __future__ import annotations
 
+from helpers import applied, whole_region
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edit_engine.edits import phrases, propagate, sites
 from edit_engine.edits.patterns import Analysis, Change, analyse
-from edit_engine.syntax import positions
-from edit_engine.syntax import trees as syntax
-
-
-def _region(doc: str) -> sites.Region:
-    starts = positions.line_starts(doc)
-    return sites.Region(syntax.Document.parse(doc, "python"), starts, 0, len(starts))
-
-
-def _apply(doc: str, edits: list[sites.Edit]) -> str:
-    for e in sorted(edits, key=lambda e: -e.start):
-        doc = doc[: e.start] + e.text + doc[e.end :]
-    return doc
 
 
 def _rules(*pairs: tuple[str, str]) -> list[phrases.PhraseRule]:
@@ -37,7 +25,7 @@ def test_a_string_change_made_twice_is_made_where_the_same_words_stand() -> None
     doc = ('def f(src, pos):\n'
            '    if a:\n        raise err(src, pos, "Can not overwrite a value")\n'
            '    log("Can not mutate this")\n')
-    got = _apply(doc, found[0].edits(_region(doc)))
+    got = applied(doc, found[0].edits(whole_region(doc)))
     # The two examples that share their neighbours make a rule; the one seen once with other neighbours, its
     # words all short, does not: ``Can not mutate`` stays.
     assert got == doc.replace('"Can not overwrite', '"Cannot overwrite')
@@ -50,7 +38,7 @@ def test_the_neighbours_the_examples_share_are_kept_and_the_rest_generalised() -
                     "    def from_pyfile(self, filename: str | os.PathLike, silent: bool = False) -> bool:"))
     assert [(r.left, r.old, r.right, r.new) for r in found] == [((":", "str"), (), (",",), " | os.PathLike")]
     doc = "    def from_file(self, filename: str, load: t.Callable, text: str) -> bool:\n"
-    got = _apply(doc, found[0].edits(_region(doc)))
+    got = applied(doc, found[0].edits(whole_region(doc)))
     assert got == "    def from_file(self, filename: str | os.PathLike, load: t.Callable, text: str) -> bool:\n"
 
 
@@ -67,7 +55,7 @@ def test_a_phrase_replaced_alike_between_different_neighbours_is_replaced_wherev
     assert [(r.left, r.old, r.right, r.new) for r in found] == [((), ("Union", "[", "str", ",", "PathLike", "]"), (),
                                                                  "StrPath")]
     doc = ") -> Dict[str, List[Union[str, PathLike]]]:\n"
-    assert _apply(doc, found[0].edits(_region(doc))) == ") -> Dict[str, List[StrPath]]:\n"
+    assert applied(doc, found[0].edits(whole_region(doc))) == ") -> Dict[str, List[StrPath]]:\n"
 
 
 def test_a_renamed_identifier_is_left_to_the_renames_and_the_changes_of_a_row_go_together() -> None:
@@ -88,7 +76,7 @@ def test_phrase_rules_come_from_a_real_history_and_resolve_with_the_other_kinds(
     history = [_diff(first, before), _diff(before, doc)]
     found = propagate.infer(analyse(history, doc), "python")
     assert any(isinstance(x, phrases.PhraseRule) for x in found)
-    edits = propagate.resolve(propagate.candidates(_region(doc), found))
+    edits = propagate.resolve(propagate.candidates(whole_region(doc), found))
     assert [(e.kind, doc[e.start : e.end]) for e in edits] == [("phrase", "Can not")]
 
 
@@ -111,7 +99,7 @@ def test_an_edit_replaces_exactly_the_text_between_the_context_it_matched(old: l
     pair = ("    " + " ".join(old), "    " + " ".join(new))
     for rule in _rules(pair, pair):
         doc = "".join("    " + " ".join(r) + "\n" for r in rows)
-        region = _region(doc)
+        region = whole_region(doc)
         for e in rule.edits(region):
             row = region.row_of(e.start)
             assert region.row_of(max(e.start, e.end - 1)) == row
@@ -133,5 +121,5 @@ def test_a_word_that_holds_a_renamed_name_whole_is_renamed_with_it() -> None:
     change = Change(0, 3, 3, ("    @lru_cache(maxsize=None)", "    def is_int_float_char(self) -> bool:"),
                     ("    def _is_int_float_char(self) -> bool:",))
     doc = "class C:\n    @lru_cache(maxsize=None)\n    def is_nl(self) -> bool:\n        return self in NL\n"
-    edits = propagate.LineRule(change, 0).edits(_region(doc))
-    assert _apply(doc, edits) == "class C:\n    def _is_nl(self) -> bool:\n        return self in NL\n"
+    edits = propagate.LineRule(change, 0).edits(whole_region(doc))
+    assert applied(doc, edits) == "class C:\n    def _is_nl(self) -> bool:\n        return self in NL\n"
