@@ -73,6 +73,12 @@ def _next_edit_input(shape: str, n: int) -> tuple[str, list[str]]:
         return after, [_diff(before, after)]
     if shape == "blanks":
         return "x = a" + " " * (20 * n) + "b\n", ["@@ -1 +1 @@\n-x = 1\n+x = a" + " " * (20 * n) + "b\n"]
+    if shape == "changed-calls":  # each call's new argument looked up above it, in one long function
+        rows = "".join(f"    value_{i} = compute(alpha, beta, gamma)  # the step number {i} of the long run\n"
+                       for i in range(n))
+        before = "def run(alpha, beta, gamma):\n" + rows
+        after = before.replace("compute(alpha, beta, gamma)", "compute(alpha, beta, delta)", 1)
+        return after, [_diff(before, after)]
     raise AssertionError(shape)
 
 
@@ -99,7 +105,7 @@ def test_apply_time_is_proportional_to_the_input(shape: str, n: int) -> None:
 
 @settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shape=st.sampled_from(["replaced-rows", "removed-definitions", "one-row-hunks", "aliases", "long-row",
-                              "blanks"]),
+                              "blanks", "changed-calls"]),
        n=st.one_of(st.integers(1, 2000), st.sampled_from([1000, 2000])))
 def test_next_edit_time_is_proportional_to_the_input(shape: str, n: int) -> None:
     small, diffs = _next_edit_input(shape, 2)

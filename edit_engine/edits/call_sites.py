@@ -374,17 +374,40 @@ def _in_scope(r: Region, call: Any, name: str) -> bool:
     node = call.parent
     while node is not None and node.type not in DEFINITIONS:
         node = node.parent
+    at_top, first = _module_binding(r, name)
+    if node is None:  # a call at the top level: bound above it anywhere
+        return at_top or 0 <= first <= r.doc.char(call.start_byte)
+    if at_top or any(param_name(r.doc, p) == name for p in parameters(r.doc, node)):
+        return True
+    key = ("binding in", f"{node.start_byte}:{name}")
+    inner = r.facts.get(key)
+    if inner is None:  # where the first binding of it in that definition ends, once per definition and name
+        body = r.doc.data[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
+        budget.spend(1 + len(body) // 32)
+        m = re.search(_bound(name), body)
+        inner = r.facts[key] = m.end() if m is not None else -1
+    return bool(0 <= inner <= r.doc.char(call.start_byte) - r.doc.char(node.start_byte))
+
+
+def _bound(name: str) -> str:
     word = re.escape(name)
-    if node is not None:
-        if any(param_name(r.doc, p) == name for p in parameters(r.doc, node)):
-            return True
-        before = r.doc.data[node.start_byte : call.start_byte].decode("utf-8", "surrogatepass")
-    else:
-        before = r.text[: r.doc.char(call.start_byte)]
-    bound = r"(?<![\w.])" + word + r"\s*(?::[^=\n]*)?(?::=|=(?!=)|\bin\b)|\bas\s+" + word + r"\b"
-    top = r"^(?:" + word + r"\s*(?::[^=\n]*)?=(?!=)|(?:async\s+)?def\s+" + word + r"\b|class\s+" + word + r"\b)"
-    return re.search(bound, before) is not None or re.search(top, r.text, re.M) is not None \
-        or re.search(r"\bimport\b[^\n]*\b" + word + r"\b", r.text) is not None
+    return r"(?<![\w.])" + word + r"\s*(?::[^=\n]*)?(?::=|=(?!=)|\bin\b)|\bas\s+" + word + r"\b"
+
+
+def _module_binding(r: Region, name: str) -> tuple[bool, int]:
+    """Whether the document binds ``name`` at its top level (an assignment, a definition, an import), and where
+    the first binding of it anywhere ends (-1: none); worked out once per region and name, for all its calls."""
+    key = ("binding", name)
+    got = r.facts.get(key)
+    if got is None:
+        word = re.escape(name)
+        top = r"^(?:" + word + r"\s*(?::[^=\n]*)?=(?!=)|(?:async\s+)?def\s+" + word + r"\b|class\s+" + word + r"\b)"
+        budget.spend(3 + 3 * len(r.text) // 32)
+        first = re.search(_bound(name), r.text)
+        got = r.facts[key] = (re.search(top, r.text, re.M) is not None
+                              or re.search(r"\bimport\b[^\n]*\b" + word + r"\b", r.text) is not None,
+                              first.end() if first is not None else -1)
+    return got
 
 
 def _names_in_scope(r: Region, call: Any, texts: list[str]) -> bool:

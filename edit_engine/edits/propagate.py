@@ -471,13 +471,22 @@ def _named(r: Region, name: str, expr: str, home: int, ind: int, stop: int | Non
 
 # ---------------------------------------------------------------------------------------------------- renames
 def _quoted(r: Region) -> list[tuple[int, int]]:
-    """Character spans of the strings and comments that touch the region (sorted)."""
+    """Character spans of the strings and comments that touch the region, sorted, the outermost only (a string's
+    content lies in the string): none overlaps another, so ``_inside`` finds one by bisection."""
     if r.doc.tree is None:
         return []
-    out = []
-    for n in nodes_in_rows(r.doc, _STRINGS, r.first, r.last):
-        out.append(node_span(r, n))
-    return sorted(out)
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(node_span(r, n) for n in nodes_in_rows(r.doc, _STRINGS, r.first, r.last)):
+        if out and b <= out[-1][1]:
+            continue
+        out.append((a, b))
+    return out
+
+
+def _inside(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """``[start, end)`` lies in one of ``spans`` (``_quoted``)."""
+    k = bisect.bisect_right(spans, (start, 1 << 62)) - 1
+    return k >= 0 and spans[k][0] <= start and end <= spans[k][1]
 
 
 def _ancestors(r: Region, offset: int) -> Iterator[Any]:
@@ -602,8 +611,8 @@ class RenameRule(Rule):
             for k, (s, e, t) in enumerate(toks):
                 if t not in attr and t not in plain:
                     continue
-                budget.spend(1 + len(quoted))
-                inside = any(qs <= base + s and base + e <= qe for qs, qe in quoted)
+                budget.spend(1)
+                inside = _inside(quoted, base + s, base + e)
                 if inside and len(t) < 3:
                     continue  # a short word in prose is not the name
                 dotted = k > 0 and toks[k - 1][2] == "." and toks[k - 1][1] == s

@@ -44,6 +44,8 @@ class Region:
     first: int
     last: int
     _nodes: dict[frozenset[str], list[Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # What the rules work out once per region and use for every site (where a name is bound...).
+    facts: dict[tuple[str, str], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def nodes(self, types: frozenset[str]) -> list[Any]:
         """The syntax nodes of ``types`` on the region's rows (``nodes_in_rows``), found once for every rule."""
