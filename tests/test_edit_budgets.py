@@ -79,6 +79,12 @@ def _next_edit_input(shape: str, n: int) -> tuple[str, list[str]]:
         before = "def run(alpha, beta, gamma):\n" + rows
         after = before.replace("compute(alpha, beta, gamma)", "compute(alpha, beta, delta)", 1)
         return after, [_diff(before, after)]
+    if shape == "added-parameter":  # each call of the definition gets the new argument, laid out to fit a line
+        calls = "".join(f"    r{i} = load(path, mode)  # call number {i} in the long body of the function\n"
+                        for i in range(n))
+        before = "def load(path, mode):\n    return path\n\ndef run(path, mode, encoding):\n" + calls
+        after = before.replace("def load(path, mode):", "def load(path, mode, encoding):", 1)
+        return after, [_diff(before, after)]
     raise AssertionError(shape)
 
 
@@ -105,7 +111,7 @@ def test_apply_time_is_proportional_to_the_input(shape: str, n: int) -> None:
 
 @settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shape=st.sampled_from(["replaced-rows", "removed-definitions", "one-row-hunks", "aliases", "long-row",
-                              "blanks", "changed-calls"]),
+                              "blanks", "changed-calls", "added-parameter"]),
        n=st.one_of(st.integers(1, 2000), st.sampled_from([1000, 2000])))
 def test_next_edit_time_is_proportional_to_the_input(shape: str, n: int) -> None:
     small, diffs = _next_edit_input(shape, 2)
@@ -115,6 +121,19 @@ def test_next_edit_time_is_proportional_to_the_input(shape: str, n: int) -> None
     elapsed, outcome = _timed(lambda: ne.next_edit(None, req, use_model=False))
     size = len(document) + sum(map(len, history))
     assert elapsed <= FIXED_S + PER_CHAR_S * size, (shape, n, size, elapsed, outcome)
+
+
+@pytest.mark.parametrize(("shape", "n"), [("changed-calls", 2000), ("added-parameter", 3000)])
+def test_a_next_edit_over_thousands_of_calls_ends_by_its_deadline(shape: str, n: int) -> None:
+    """The deadline is looked at only as work is counted: work a rule does for every call without counting it
+    (a lookup over the document per call) runs past it. Thousands of calls of a changed callee, or of a
+    definition that gained a parameter, in one function: answered or refused by the deadline."""
+    small, diffs = _next_edit_input(shape, 2)
+    ne.next_edit(None, ne.check_request(small, 0, diffs), use_model=False)  # grammars loaded before timing
+    document, history = _next_edit_input(shape, n)
+    req = ne.check_request(document, 0, history)
+    elapsed, outcome = _timed(lambda: ne.next_edit(None, req, use_model=False))
+    assert elapsed <= budget.DEADLINE_S + 1.0, (shape, len(document), elapsed, outcome)
 
 
 def test_an_update_needing_too_much_work_is_refused_with_the_reason() -> None:

@@ -291,9 +291,13 @@ def _rewrite_args(r: Region, call: Any, args: list[Any], new: list[str], kind: s
 
 def _line_limit(r: Region) -> int:
     """The document's longest line of plain code (no string, no comment), at least 79: how long it lets a line
-    grow before a formatter wraps it."""
-    lines = r.text.split("\n")
-    return max([79] + [len(x) for x in lines if not any(q in x for q in "\"'#")])
+    grow before a formatter wraps it (worked out once per region)."""
+    got = r.facts.get(("line limit", ""))
+    if got is None:
+        budget.spend(1 + len(r.text) // 32)
+        lines = r.text.split("\n")
+        got = r.facts[("line limit", "")] = max([79] + [len(x) for x in lines if not any(q in x for q in "\"'#")])
+    return int(got)
 
 
 _MEMBER = frozenset({"attribute", "member_expression", "field_expression", "selector_expression"})
