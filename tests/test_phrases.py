@@ -113,8 +113,10 @@ def test_an_edit_replaces_exactly_the_text_between_the_context_it_matched(old: l
 
 
 def test_a_word_that_holds_a_renamed_name_whole_is_renamed_with_it() -> None:
-    assert sites.holds("_is_ws", "is_ws") and sites.holds("get_is_ws_now", "is_ws")
-    assert not sites.holds("fspath", "path") and not sites.holds("ProxyTypes", "Proxy") and not sites.holds("ws", "ws")
+    assert sites.held_at("_is_ws", "is_ws") == 1 and sites.held_at("get_is_ws_now", "is_ws") == 4
+    assert sites.held_at("fspath", "path") == sites.held_at("ProxyTypes", "Proxy") == sites.held_at("ws", "ws") == -1
+    # The whole name is renamed where it stands whole, not at an earlier part of a longer word.
+    assert sites.analogy({"is_ws": "is_nl"}, {"is_wsx_is_ws"})["is_wsx_is_ws"] == "is_wsx_is_nl"
     assert sites.analogy({"is_int_float_char": "is_nl"}, {"_is_int_float_char"}) == \
         {"is_int_float_char": "is_nl", "_is_int_float_char": "_is_nl"}
     # A line edit that removes a decorator and renames the method to a private one, made again on another method.

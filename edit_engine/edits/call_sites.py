@@ -405,7 +405,8 @@ def _module_binding(r: Region, name: str) -> tuple[bool, int]:
     got = r.facts.get(key)
     if got is None:
         word = re.escape(name)
-        top = r"^(?:" + word + r"\s*(?::[^=\n]*)?=(?!=)|(?:async\s+)?def\s+" + word + r"\b|class\s+" + word + r"\b)"
+        top = (r"^(?:" + word + r"\s*(?::[^=\n]*)?=(?!=)|(?:async\s+)?def\s+" + word + r"\b|class\s+" + word
+               + r"\b)")
         budget.spend(3 + 3 * len(r.text) // 32)
         first = re.search(_bound(name), r.text)
         got = r.facts[key] = (re.search(top, r.text, re.M) is not None

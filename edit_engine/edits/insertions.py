@@ -57,13 +57,13 @@ class InsertRule(Rule):
                     continue
             elif line.strip() != self.anchor:
                 continue
-            near = range(row + 1, min(r.last, row + 1 + NEAR_ROWS)) if self.below else range(max(0, row - NEAR_ROWS), row)
+            if self.below and row + 1 == len(r.starts):
+                continue  # the document's last row, with no line end to insert after
+            near = range(row + 1, min(r.last, row + 1 + NEAR_ROWS)) if self.below else \
+                range(max(0, row - NEAR_ROWS), row)
             if any(r.line(k).strip() == first for k in near):
                 continue
-            at = r.starts[row + 1] if self.below and row + 1 < len(r.starts) else (
-                len(r.text) if self.below else r.starts[row])
-            if self.below and at == len(r.text) and not r.text.endswith("\n"):
-                continue
+            at = r.starts[row + 1] if self.below else r.starts[row]
             base = len(indent_of(line)) + self.shift
             if base < 0:
                 continue

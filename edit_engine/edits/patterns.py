@@ -409,27 +409,29 @@ def _renames(an: Analysis, imports: set[int] | None = None, language: str = "pyt
     removed = {n for c in chs for x in c.removed for n in _imported(x, id(c) in listed)}
     added = {n for c in chs for x in c.added for n in _imported(x, id(c) in listed)}
     _note_swap(found, removed - added, added - removed)
-    return [Rename(o, n, attr, o in keywords) for (o, attr), n in found.items() if n is not None and _renamable(o, n, language)]
+    return [Rename(o, n, attr, o in keywords) for (o, attr), n in found.items()
+            if n is not None and _renamable(o, n, language)]
 
 
 # Names a program cannot rename, per language: its built-in and standard type names. One swapped for another at a
 # place (``list`` -> ``Sequence``, ``object`` -> ``Any``, ``ValueError`` -> ``ParserError``) changes that
 # annotation or call; the old name still means what it meant everywhere else. On the development release
 # histories such swaps were the next change in 4 of 28 proposals.
-_PYTHON_BUILT_IN = (frozenset(n for n in dir(builtins) if isinstance(getattr(builtins, n), type))
-                    - {"type", "filter", "map", "zip", "range", "enumerate", "reversed", "property", "staticmethod",
-                       "classmethod", "super", "slice", "memoryview"}  # also common names of variables
+_VARIABLE_LIKE = frozenset({"type", "filter", "map", "zip", "range", "enumerate", "reversed", "property",
+                            "staticmethod", "classmethod", "super", "slice", "memoryview"})  # also names of variables
+_PYTHON_BUILT_IN = (frozenset(n for n in dir(builtins) if isinstance(getattr(builtins, n), type)) - _VARIABLE_LIKE
                     ) | frozenset(typing.__all__) | frozenset(collections.abc.__all__)
-_SCRIPT_BUILT_IN = frozenset({"string", "number", "boolean", "any", "unknown", "void", "never", "undefined", "object",
-                              "Array", "Promise", "Map", "Set", "Record", "Partial", "Readonly", "Error", "Object"})
+_SCRIPT_BUILT_IN = frozenset({"string", "number", "boolean", "any", "unknown", "void", "never", "undefined",
+                              "object", "Array", "Promise", "Map", "Set", "Record", "Partial", "Readonly", "Error",
+                              "Object"})
 _BUILT_IN = {
     "python": _PYTHON_BUILT_IN,
     "javascript": _SCRIPT_BUILT_IN,
     "typescript": _SCRIPT_BUILT_IN,
     "go": frozenset({"string", "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32",
                      "uint64", "float32", "float64", "bool", "byte", "rune", "error", "any"}),
-    "rust": frozenset({"i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize", "f32",
-                       "f64", "bool", "char", "str", "String", "Vec", "Option", "Result", "Box", "Rc", "Arc",
+    "rust": frozenset({"i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize",
+                       "f32", "f64", "bool", "char", "str", "String", "Vec", "Option", "Result", "Box", "Rc", "Arc",
                        "HashMap", "HashSet"}),
 }
 

@@ -58,9 +58,9 @@ class PhraseRule(Rule):
     def edits(self, r: Region) -> list[Edit]:
         seq = self.left + self.old + self.right
         probe = max(seq, key=len)
-        text, lo, hi = r.text, r.starts[r.first], (r.starts[r.last] if r.last < len(r.starts) else len(r.text))
+        text, hi = r.text, r.end
         out: list[Edit] = []
-        pos, last_row = text.find(probe, lo, hi), -1
+        pos, last_row = text.find(probe, r.starts[r.first], hi), -1
         while pos >= 0:
             row = r.row_of(pos)
             if row != last_row:

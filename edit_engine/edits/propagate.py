@@ -68,7 +68,7 @@ from edit_engine.edits.sites import (
     Region,
     Rule,
     analogy,
-    holds,
+    held_at,
     node_span,
     node_text,
     reindent,
@@ -116,7 +116,7 @@ def candidates(r: Region, found: Sequence[Rule], fresh: Sequence[tuple[int, int]
     out: list[Edit] = []
     for rule in found:
         out += rule.edits(r)
-    return [e for e in out if r.starts[r.first] <= e.start <= e.end <= _region_end(r)
+    return [e for e in out if r.starts[r.first] <= e.start <= e.end <= r.end
             and r.text[e.start : e.end] != e.text and not _touches(r, e, fresh)]
 
 
@@ -164,10 +164,6 @@ def _touches(r: Region, e: Edit, rows: Sequence[tuple[int, int]]) -> bool:
     return any(first < b and stop >= a for a, b in rows)
 
 
-def _region_end(r: Region) -> int:
-    return r.starts[r.last] if r.last < len(r.starts) else len(r.text)
-
-
 def overlap(a: Edit, b: Edit) -> bool:
     """Two edits touch the same text (or insert at the same place, or one inserts inside the other's range)."""
     if a.start == a.end or b.start == b.end:
@@ -194,8 +190,8 @@ def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str,
     """The renaming that makes rows ``row...`` the block, or None. A renaming must be clean: no name it
     introduces occurs in the pattern's rows (``others``: the block, then what replaces it), every renamed word
     survives the edit, as it is or inside a word the edit writes (a word the edit replaces is what the edit is
-    about), and the rows share at least one word
-    besides keywords and ``STOP_WORDS`` with the block (``if self.a:`` is not ``if self.b:`` renamed)."""
+    about), and the rows share at least one word besides keywords and ``STOP_WORDS`` with the block
+    (``if self.a:`` is not ``if self.b:`` renamed)."""
     mapping: dict[str, str] = {}
     total = same = 0
     for k, pat in enumerate(block):
@@ -221,7 +217,7 @@ def _match_block(r: Region, row: int, block: tuple[str, ...], others: tuple[str,
 
 def _kept(word: str, kept: set[str]) -> bool:
     """The edit keeps ``word``: as it is, or inside a word it writes (``is_nl`` in ``_is_nl``)."""
-    return word in kept or any(holds(k, word) for k in kept)
+    return word in kept or any(held_at(k, word) >= 0 for k in kept)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,11 @@ class Region:
     def text(self) -> str:
         return self.doc.text
 
+    @property
+    def end(self) -> int:
+        """The offset where the region's rows end."""
+        return self.starts[self.last] if self.last < len(self.starts) else len(self.text)
+
     def line(self, row: int) -> str:
         end = self.starts[row + 1] - 1 if row + 1 < len(self.starts) else len(self.text)
         return self.text[self.starts[row] : end]
@@ -148,7 +153,8 @@ def analogy(mapping: dict[str, str], words: set[str]) -> dict[str, str]:
     """``mapping`` extended to ``words`` by the affix the mapped names share: when every renamed name swaps
     one prefix for another (``base_frozen`` -> ``sub_frozen``, ``base_slots`` -> ``sub_slots``), or one suffix,
     a word with that prefix (suffix) swaps it too (``base_weakref_slot`` -> ``sub_weakref_slot``). A word that
-    holds one renamed name whole holds the new name there (``is_ws`` -> ``is_nl`` makes ``_is_ws`` ``_is_nl``; ``holds``)."""
+    holds one renamed name whole holds the new name there (``is_ws`` -> ``is_nl`` makes ``_is_ws`` ``_is_nl``;
+    ``held_at``)."""
     pairs = [(a, b) for a, b in mapping.items() if a != b]
     if not pairs:
         return mapping
@@ -163,23 +169,24 @@ def analogy(mapping: dict[str, str], words: set[str]) -> dict[str, str]:
             elif not front and w.endswith(x) and len(w) > len(x):
                 out[w] = w[: len(w) - len(x)] + y
     for w in words - set(out):  # a word holding a renamed name whole holds the new one
-        held = [(a, b) for a, b in pairs if holds(w, a)]
+        held = [(a, b, k) for a, b in pairs if (k := held_at(w, a)) >= 0]
         if len(held) == 1:
-            out[w] = w.replace(held[0][0], held[0][1], 1)
+            a, b, k = held[0]
+            out[w] = w[:k] + b + w[k + len(a) :]
     return out
 
 
-def holds(word: str, name: str) -> bool:
-    """``word`` holds ``name`` (three characters or more) whole, between underscores or its edges
-    (``_is_ws`` holds ``is_ws``; ``fspath`` does not hold ``path``, nor ``ProxyTypes`` ``Proxy``)."""
+def held_at(word: str, name: str) -> int:
+    """Where ``word`` holds ``name`` (three characters or more) whole, between underscores or its edges (-1:
+    nowhere): ``_is_ws`` holds ``is_ws``; ``fspath`` does not hold ``path``, nor ``ProxyTypes`` ``Proxy``."""
     if len(name) < 3 or word == name:
-        return False
+        return -1
     k = word.find(name)
     while k >= 0:
         if (k == 0 or word[k - 1] == "_") and (k + len(name) == len(word) or word[k + len(name)] == "_"):
-            return True
+            return k
         k = word.find(name, k + 1)
-    return False
+    return -1
 
 
 def _prefix_swap(pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], bool] | None:
