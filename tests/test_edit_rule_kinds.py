@@ -149,3 +149,20 @@ def test_a_built_in_type_swapped_for_another_name_is_no_rename_but_a_change_of_c
     assert renames("Result", "Outcome", "rust") == []
     assert renames("key", "_") == []  # a name given up at a place
     assert renames("log_w", "w") == [("log_w", "w")]
+
+
+def test_a_module_swapped_in_an_import_renames_nothing_but_an_alias_swapped_does() -> None:
+    def renames(before: str, after: str, language: str = "python") -> list[tuple[str, str]]:
+        doc = f"{after}\n\n\ndef f(x: typing.Any) -> None:\n    return typing.cast(int, x)\n"
+        old = doc.replace(after, before, 1)
+        diff = "".join(difflib.unified_diff(old.splitlines(True), doc.splitlines(True), "a/x", "b/x"))
+        return [(r.old, r.new) for r in patterns.analyse([diff], doc, language).renames]
+
+    # The same name imported from another module: ``typing`` still names the module the code uses.
+    assert renames("from typing import Final", "from typing_extensions import Final") == []
+    assert renames("import os.path", "import os.pathlib") == []
+    # A name the import binds is renamed: an alias, or the name a module is imported as.
+    assert renames("import typing as _t", "import typing as t") == [("_t", "t")]
+    assert renames("import simplejson", "import ujson") == [("simplejson", "ujson")]
+    assert renames("from .utils import parse_requirement", "from .utils import _parse_requirement") == \
+        [("parse_requirement", "_parse_requirement")]

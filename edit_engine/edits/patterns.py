@@ -399,6 +399,8 @@ def _renames(an: Analysis, imports: set[int] | None = None, language: str = "pyt
                     continue  # not a name, or still used that way after the edit: not renamed
                 if old[0].isdigit() and len(ops) > 1:
                     continue  # a number is renamed only when it is the line's one change
+                if language == "python" and _module_path(o, old):
+                    continue  # another module imported from: the code using the old one is not renamed
                 _note(found, old, new, attr)
                 if is_keyword_name([t for *_, t in a], i1):
                     keywords.add(old)
@@ -502,6 +504,27 @@ def _note_swap(found: dict[tuple[str, bool], str | None], gone: set[str], came: 
         came = {x for x in came if x.startswith(old) or x.endswith(old)}
     if len(came) == 1:
         _note(found, old, came.pop(), False)
+
+
+_IMPORT_ROW = re.compile(r"^\s*(?:from\s+\S+\s+)?import\s")
+
+
+def _module_path(row: str, word: str) -> bool:
+    """``row`` is a Python import and ``word`` stands in it without being a name it binds: part of a module's
+    path (``typing`` in ``from typing import Final``, ``path`` in ``import os.path``). Swapping it imports the
+    same names from another module; the code that uses the old module by its own name is not renamed."""
+    if not _IMPORT_ROW.match(row):
+        return False
+    if row.lstrip().startswith("from "):
+        return word not in _imported(row)
+    binds: set[str] = set()
+    for part in row.split("import", 1)[1].split(","):
+        words = part.split()
+        if len(words) == 3 and words[1] == "as":
+            binds.add(words[2])
+        elif words:
+            binds.add(words[0].split(".")[0])
+    return word not in binds
 
 
 def _in_import(c: Change) -> bool:
