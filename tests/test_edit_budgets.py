@@ -85,6 +85,12 @@ def _next_edit_input(shape: str, n: int) -> tuple[str, list[str]]:
         before = "def load(path, mode):\n    return path\n\ndef run(path, mode, encoding):\n" + calls
         after = before.replace("def load(path, mode):", "def load(path, mode, encoding):", 1)
         return after, [_diff(before, after)]
+    if shape == "black-wrap":  # black formats the file's statements, from the cursor on
+        rows = "".join(f"def f{i}(a, b):\n    result = compute_total(first_argument_value, second_value, third_{i})\n"
+                       for i in range(n))
+        after = rows.replace("compute_total(first_argument_value, second_value, third_0)",
+                             "compute_total(\n        first_argument_value, second_value, third_0\n    )", 1)
+        return after, [_diff(rows, after)]
     raise AssertionError(shape)
 
 
@@ -111,7 +117,7 @@ def test_apply_time_is_proportional_to_the_input(shape: str, n: int) -> None:
 
 @settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shape=st.sampled_from(["replaced-rows", "removed-definitions", "one-row-hunks", "aliases", "long-row",
-                              "blanks", "changed-calls", "added-parameter"]),
+                              "blanks", "changed-calls", "added-parameter", "black-wrap"]),
        n=st.one_of(st.integers(1, 2000), st.sampled_from([1000, 2000])))
 def test_next_edit_time_is_proportional_to_the_input(shape: str, n: int) -> None:
     small, diffs = _next_edit_input(shape, 2)

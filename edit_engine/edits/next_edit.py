@@ -222,7 +222,7 @@ def propose_pattern(req: Request, doc: syntax.Document, analysis: patterns.Analy
     request's region, or in the whole document when the front end gave none (``Request.anywhere``)."""
     starts = positions.line_starts(req.document)
     first, last = (0, len(starts)) if req.anywhere else (req.first, req.last)
-    return _first_hunk(propagate.Region(doc, starts, first, last), propagate.infer(analysis, doc.language),
+    return _first_hunk(propagate.Region(doc, starts, first, last, req.cursor), propagate.infer(analysis, doc.language),
                        req.cursor, propagate.fresh_rows(analysis))
 
 

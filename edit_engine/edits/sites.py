@@ -7,7 +7,7 @@ region where it applies and what each becomes (``Rule.edits``), and says whether
 (``Rule.carried``). Every kind is a rule (``propagate.infer`` makes them all, ``propagate.candidates`` searches
 them alike): repeated statement edits and aliases (``propagate.py``), changed calls, signatures and added
 parameters (``call_sites.py``), renames, tree templates anti-unified from the changed rows (``rules.py``),
-replaced phrases (``phrases.py``) and repeated insertions (``insertions.py``).
+replaced phrases (``phrases.py``), repeated insertions (``insertions.py``) and a formatter's layout (``layout.py``).
 """
 
 from __future__ import annotations
@@ -37,12 +37,15 @@ class Edit:
 
 @dataclass
 class Region:
-    """The document, its syntax tree and line starts, and the editable region's rows ``[first, last)``."""
+    """The document, its syntax tree and line starts, the editable region's rows ``[first, last)``, and the
+    cursor (an offset): edits behind it are proposed only where the code needs them (``next_edit``), so a rule
+    whose search is costly may start there."""
 
     doc: syntax.Document
     starts: list[int]
     first: int
     last: int
+    cursor: int = 0
     _nodes: dict[frozenset[str], list[Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
     # What the rules work out once per region and use for every site (where a name is bound...).
     facts: dict[tuple[str, str], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
