@@ -109,6 +109,9 @@ def test_a_block_is_formatted_once_and_new_ones_only_within_the_request_s_time(m
     assert layout.formatted(rows, 4, 88, new=False) == first and len(calls) == 1  # from the cache
     assert layout.formatted(("    x = (",), 4, 88) is None  # black cannot read it
     assert layout.formatted(("\t" + rows[0].lstrip(),), 1, 88) is None  # black would turn the tab into spaces
+    nested = "x = " + "".join(f"f{k}(" for k in range(layout.MAX_DEPTH + 1)) + ")" * (layout.MAX_DEPTH + 1)
+    asked = len(calls)
+    assert layout.formatted((nested,), 0, 88) is None and len(calls) == asked  # black's time grows with depth
 
 
 _NAMES = st.from_regex(r"[a-z][a-z_]{2,14}", fullmatch=True).filter(lambda w: not re.fullmatch("|".join(

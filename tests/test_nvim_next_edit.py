@@ -288,3 +288,39 @@ def test_next_edit_highlights_default_to_terminal_colours(nvim_session: Any) -> 
     assert nv.lua(f"return {get}", NEW).get("ctermfg") == 2
     old = nv.lua(f"return {get}", OLD)
     assert old.get("ctermfg") == 1 and old.get("cterm", {}).get("strikethrough"), old
+
+
+CALLS = ("def f(a, b):\n"
+         "    result = compute_total(first_argument_value, second_argument_value, third_argument_value)\n"
+         "    return result\n\n\n"
+         "def g(a, b):\n"
+         "    other = compute_total(first_argument_value, second_argument_value, third_argument_value_x)\n"
+         "    return other\n")
+
+
+@pytest.mark.slow
+def test_a_call_wrapped_as_black_does_then_tab_wraps_the_next_one_alike(nvim_session: Any) -> None:
+    """The user wraps a long call the way black writes it (its arguments on a row of their own, the bracket
+    closing on the next): the next edit proposes black's wrap of the next long call, and <Tab> applies it."""
+    import ast
+
+    nv: Nvim = nvim_session(width=110, height=20)
+    nv.lua(COUNT_ANSWERS)
+    nv.open("calls.py", CALLS)
+    wrapped = ["    result = compute_total(",
+               "        first_argument_value, second_argument_value, third_argument_value", "    )"]
+    nv.lua("vim.api.nvim_buf_set_lines(0, 1, 2, true, ...)", wrapped)  # as an edit from the user
+    nv.lua("vim.api.nvim_win_set_cursor(0, { 4, 4 })")
+    nv.request("nvim_command", "EditEngineNextEdit")
+    nv.wait(SHOWN, "the next edit")
+    nv.wait_screen(lambda f: any(drawn_with(nv, row, NEW).rstrip() == "    other = compute_total(" for row in f),
+                   "the wrap on screen")
+    nv.keys("<Tab>")
+    want = CALLS.replace("compute_total(first_argument_value, second_argument_value, third_argument_value)",
+                         "compute_total(\n        first_argument_value, second_argument_value, third_argument_value\n    )")
+    want = want.replace("compute_total(first_argument_value, second_argument_value, third_argument_value_x)",
+                        "compute_total(\n        first_argument_value, second_argument_value, third_argument_value_x"
+                        "\n    )")
+    buf = "\n".join(nv.lua(f"return {LINES}")) + "\n"
+    assert buf == want
+    ast.parse(buf)

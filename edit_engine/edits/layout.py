@@ -39,6 +39,8 @@ from edit_engine.edits.sites import Edit, Region, Rule
 LINE_LENGTHS = (88, 79, 100, 120)  # black's default first, then the other common settings
 MAX_BLOCK_ROWS = 150  # a longer class or definition is formatted statement by statement of its body
 MAX_BLOCK_CHARS = 20_000  # a longer block is not formatted (black reads about 1,000 rows in 0.2 s here)
+MAX_DEPTH = 100  # brackets open at once in a block that is formatted (black's time grows with the square of it:
+#                  900 nested calls take 1.1 s; code people write nests a few)
 CACHED_BLOCKS = 512  # blocks formatted kept (at most 2 * MAX_BLOCK_CHARS characters each, 20 MB in all)
 FORMAT_S = 0.5  # seconds a request may spend formatting blocks not yet formatted; the others wait for the next
 MAX_BLOCKS_FOUND = 4  # blocks with layout edits sought after the cursor (the first hunk there is the proposal)
@@ -152,7 +154,8 @@ _lock = threading.Lock()
 def formatted(rows: tuple[str, ...], indent: int, line_length: int, new: bool = True) -> tuple[str, ...] | None:
     """``rows`` (one statement, indented by ``indent``) as black writes them, from the cache, else (``new``)
     formatted and kept; None: not formatted, black cannot read them, a row stands left of the indentation (in a
-    string) or is indented with tabs, or the block is over ``MAX_BLOCK_CHARS``."""
+    string) or is indented with tabs, or the block is over ``MAX_BLOCK_CHARS`` or nests over ``MAX_DEPTH``
+    brackets."""
     key = (rows, indent, line_length)
     with _lock:
         if key in _cache:
@@ -173,7 +176,21 @@ def _format(rows: tuple[str, ...], indent: int, line_length: int) -> tuple[str, 
             any(x.strip() and (len(x) - len(x.lstrip()) < indent or "\t" in x[: len(x) - len(x.lstrip())])
                 for x in rows):
         return None  # too long, too deep, or rows left of the block or indented with tabs (black writes spaces)
+    if _depth(rows) > MAX_DEPTH:
+        return None
     got = _black("\n".join(x[indent:] for x in rows) + "\n", line_length - indent)
     if got is None:
         return None
     return tuple(" " * indent + x if x.strip() else x for x in got.rstrip("\n").split("\n"))
+
+
+def _depth(rows: tuple[str, ...]) -> int:
+    """The most brackets open at once in ``rows`` (strings not told apart: an upper bound is enough)."""
+    depth = most = 0
+    for ch in "".join(rows):
+        if ch in "([{":
+            depth += 1
+            most = max(most, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return most
