@@ -7,6 +7,7 @@ import ast
 import dataclasses
 import difflib
 import re
+from collections import OrderedDict
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,6 +103,7 @@ def test_a_block_is_formatted_once_and_new_ones_only_within_the_request_s_time(m
         return real(text, n)
 
     monkeypatch.setattr(layout, "_black", counted)
+    monkeypatch.setattr(layout, "_cache", OrderedDict())  # no block formatted yet
     rows = ("    x = compute_total(first_argument_value, second_argument_value, third_argument_value, 12345)",)
     assert layout.formatted(rows, 4, 88, new=False) is None and calls == []  # not yet formatted, not asked to
     first = layout.formatted(rows, 4, 88)
