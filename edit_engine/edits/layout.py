@@ -23,8 +23,6 @@ blanks before a comment) is what any tool or person writes.
 from __future__ import annotations
 
 import difflib
-import re
-import textwrap
 import threading
 import time
 from collections import OrderedDict
@@ -33,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from edit_engine.edits import budget
-from edit_engine.edits.patterns import Analysis, indent_of
+from edit_engine.edits.patterns import Analysis, indent_of, token_texts
 from edit_engine.edits.sites import Edit, Region, Rule
 
 LINE_LENGTHS = (88, 79, 100, 120)  # black's default first, then the other common settings
@@ -45,7 +43,6 @@ CACHED_BLOCKS = 512  # blocks formatted kept (at most 2 * MAX_BLOCK_CHARS charac
 FORMAT_S = 0.5  # seconds a request may spend formatting blocks not yet formatted; the others wait for the next
 MAX_BLOCKS_FOUND = 4  # blocks with layout edits sought after the cursor (the first hunk there is the proposal)
 MAX_SHOWN = 4  # the most recent layout changes tried as examples
-_TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 def layout_only(removed: tuple[str, ...] | list[str], added: tuple[str, ...] | list[str]) -> bool:
@@ -56,7 +53,7 @@ def layout_only(removed: tuple[str, ...] | list[str], added: tuple[str, ...] | l
 
 
 def _tokens(rows: tuple[str, ...] | list[str]) -> list[str]:
-    return [t for t in _TOKEN.findall("\n".join(rows)) if t != ","]
+    return [t for x in rows for t in token_texts(x) if t != ","]
 
 
 def _black(text: str, line_length: int) -> str | None:
@@ -71,16 +68,12 @@ def _black(text: str, line_length: int) -> str | None:
 
 
 def _shown_length(removed: tuple[str, ...], added: tuple[str, ...]) -> int | None:
-    """The line length at which black writes ``added`` for ``removed`` (the rows dedented, the width their
-    indentation took given back), or None."""
+    """The line length at which black writes ``added`` for ``removed`` (formatted as a block at the first
+    row's indentation, ``formatted``), or None."""
     ind = len(indent_of(removed[0]))
-    if any(x.strip() and len(indent_of(x)) < ind for x in removed + added):
-        return None  # not one statement and its continuation rows
-    old = textwrap.dedent("\n".join(removed)) + "\n"
-    new = "\n".join(x[ind:] for x in added) + "\n"
-    budget.spend(len(old))
+    budget.spend(sum(map(len, removed)))
     for n in LINE_LENGTHS:
-        if n - ind > 20 and _black(old, n - ind) == new:
+        if formatted(removed, ind, n) == added:
             return n
     return None
 
