@@ -9,8 +9,9 @@ update snippet; the file after the hunk is the target. ``Engine.apply``'s merge 
 model) answers with the file, or refuses (ValueError). Counted per context: exact, refused, wrong merges (a
 file that differs: the failure that matters, since a refusal is seen and a wrong merge may not be) and, of
 those, the ones that lose code (``lost``: a non-blank line the target has is missing; the others only keep
-lines the edit deleted, or double some). Prints a table; ``--json PATH`` writes the counts and the ids of the
-wrong merges.
+lines the edit deleted, or double some). A second table splits the cases by what the snippet's context tells of
+the hunk's place (``reading``: at one place, at several, a side of blank lines only, or a hunk whose file does not
+parse on its own). Prints the tables; ``--json PATH`` writes the counts and the ids of the wrong merges.
 
 Development sets: this repository's history, and the release histories of the edit model's training packages
 (``release_edits.py --set train``, 1,612 hunks). The held-out release set is for reporting.
@@ -24,6 +25,7 @@ Development sets: this repository's history, and the release histories of the ed
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import json
 import time
@@ -43,6 +45,13 @@ def snippet(case: NextEditCase, context: int, nonblank: bool = False) -> tuple[s
     """The update snippet for the case's target hunk with ``context`` lines around it (``nonblank``: as many
     non-blank lines, with the blank lines between them), and the file after it; None when the target changes
     nothing."""
+    got = _cut(case, context, nonblank)
+    return None if got is None else (got[0], got[1])
+
+
+def _cut(case: NextEditCase, context: int, nonblank: bool) -> tuple[str, str, str] | None:
+    """``snippet``'s update and target, and what the snippet's context says of the hunk's place
+    (``reading``)."""
     rows = case.document.splitlines(keepends=True)
     after = "".join(rows[: case.first]) + case.region_after + "".join(rows[case.last :])
     new = after.splitlines(keepends=True)
@@ -54,35 +63,71 @@ def snippet(case: NextEditCase, context: int, nonblank: bool = False) -> tuple[s
     if nonblank:
         s, e = context_span(rows, i1, i2, context)
     text = (MARKER if s > 0 else "") + "".join(rows[s:i1] + new[j1:j2] + rows[i2:e]) + (MARKER if e < len(rows) else "")
-    return text, after
+    return text, after, reading(case, rows, after, (s, i1, i2, e))
+
+
+READINGS = ("one place", "several places", "weak side", "target breaks")
+
+
+def reading(case: NextEditCase, rows: list[str], after: str, span: tuple[int, int, int, int]) -> str:
+    """What the snippet's context lines (rows [s, i1) before the hunk's rows [i1, i2), [i2, e) after) tell of
+    its place: ``target breaks``: the file after the hunk alone does not parse where the file does (Python; a
+    hunk of a larger change), so a merge that keeps the file parsing cannot reach it; ``weak side``: a side's
+    context (not at the file's edge) holds only blank lines and brackets; ``several places``: the lines before
+    and the lines after stand together (the after lines at most 40 rows, or twice the hunk's rows, below) at more
+    than one place, where only the changed lines can tell them apart; else ``one place``."""
+    s, i1, i2, e = span
+    if case.language == "python" and _parses(case.document) and not _parses(after):
+        return "target breaks"
+    if (s < i1 and not any(len(x.strip()) > 3 for x in rows[s:i1])) or \
+            (i2 < e and not any(len(x.strip()) > 3 for x in rows[i2:e])):
+        return "weak side"
+    pre, post = rows[s:i1], rows[i2:e]
+    ends = [p for p in range(len(pre), len(rows) + 1) if rows[p - len(pre) : p] == pre] if s > 0 else [0]
+    starts = [q for q in range(len(rows) + 1) if rows[q : q + len(post)] == post] if e < len(rows) else [len(rows)]
+    reach = max(40, 2 * (i2 - i1))
+    places = sum(1 for p in ends for q in starts if p <= q <= p + reach)
+    return "several places" if places > 1 else "one place"
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def run(cases: list[NextEditCase], context: int, nonblank: bool = False) -> dict[str, Any]:
     counts = {"cases": 0, "exact": 0, "refused": 0, "wrong": 0, "lost": 0}
+    by_reading = {k: {"cases": 0, "exact": 0, "refused": 0, "wrong": 0} for k in READINGS}
     wrong: list[str] = []
     ms: list[float] = []
     for c in cases:
-        got = snippet(c, context, nonblank)
+        got = _cut(c, context, nonblank)
         if got is None:
             continue
-        update, target = got
+        update, target, how = got
         counts["cases"] += 1
+        by_reading[how]["cases"] += 1
         t = time.perf_counter()
         try:
             text = merge(c.document, update, c.language).text
         except ValueError:
             counts["refused"] += 1
+            by_reading[how]["refused"] += 1
             continue
         finally:
             ms.append((time.perf_counter() - t) * 1e3)
-        if text == target:
-            counts["exact"] += 1
-        else:
-            counts["wrong"] += 1
+        outcome = "exact" if text == target else "wrong"
+        counts[outcome] += 1
+        by_reading[how][outcome] += 1
+        if outcome == "wrong":
             counts["lost"] += bool(lost_lines(text, target))
             wrong.append(c.case_id)
     ms.sort()
-    return {"context": context, **counts, "p50_ms": ms[len(ms) // 2] if ms else 0.0, "wrong_ids": wrong}
+    return {"context": context, **counts, "p50_ms": ms[len(ms) // 2] if ms else 0.0, "by_reading": by_reading,
+            "wrong_ids": wrong}
 
 
 def main() -> None:
@@ -104,6 +149,12 @@ def main() -> None:
     for r in rows:
         print(f"{r['context']:>9} {r['count']:>9} {r['cases']:>6} {r['exact']:>6} {r['refused']:>8} {r['wrong']:>6} "
               f"{r['lost']:>5} {r['p50_ms']:>7.1f}")
+    print("\nby what the snippet's context tells of its place (reading): cases, exact / refused / wrong")
+    print(f"{'context':>9} {'counted':>9} " + " ".join(f"{k:>24}" for k in READINGS))
+    for r in rows:
+        cells = [f"{b['cases']:>5}: {b['exact']:>4} / {b['refused']:>3} / {b['wrong']:>3}"
+                 for b in (r["by_reading"][k] for k in READINGS)]
+        print(f"{r['context']:>9} {r['count']:>9} " + " ".join(f"{x:>24}" for x in cells))
     if a.json:
         Path(a.json).write_text(json.dumps({"set": a.set, "rows": rows}, indent=1))
 

@@ -228,3 +228,34 @@ def test_a_scripted_neovim_session_types_a_program_and_records_each_pause(tmp_pa
     assert s["pauses"] == len(res["pauses"]) >= 4 and s["shown"] + s["nothing"] == s["pauses"]
     assert all(p["ghost"] is None or isinstance(p["ghost"], str) for p in res["pauses"])
     assert "verdict" in stdout
+
+
+def test_apply_hunks_tells_what_a_snippet_s_context_says_of_its_place() -> None:
+    """``apply_hunks.reading``: context lines found together at one place, at several (only the changed lines
+    tell them apart), a side of blank lines only, or a hunk whose file does not parse on its own."""
+    import importlib.util
+
+    from edit_engine.eval.next_edit_set import NextEditCase
+
+    spec = importlib.util.spec_from_file_location("apply_hunks", BENCHMARKS / "apply_hunks.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def how(doc: str, old: str, new: str) -> str:
+        rows = doc.splitlines(keepends=True)
+        first = next(k for k, x in enumerate(rows) if x == old)
+        case = NextEditCase("c", doc, 0, (), first, first + 1, old, new)
+        got = mod._cut(case, 2, False)
+        assert got is not None and got[0].count(new) == 1  # the snippet shows the new row
+        return str(got[2])
+
+    block = "def f(x):\n    y = x + 1\n    z = y * 2\n    return z\n"
+    assert how(block + "\n\n" + block.replace("f(", "g(").replace("1", "3"), "    z = y * 2\n", "    z = y * 4\n") \
+        == "one place"
+    method = "    def f(self, x):\n        y = x + 1\n        z = y * 2\n        return z\n"
+    twice = f"class A:\n{method}\n\nclass B:\n{method}\n\nx = 1\n"
+    assert how(twice, "        z = y * 2\n", "        z = y * 4\n") == "several places"
+    spaced = "a = 1\n\n\nb = 2\n\n\nc = 3\n"
+    assert how(spaced, "b = 2\n", "b = 5\n") == "weak side"
+    assert how(block, "    z = y * 2\n", "    z = (y * 2\n") == "target breaks"

@@ -324,3 +324,34 @@ def test_a_call_wrapped_as_black_does_then_tab_wraps_the_next_one_alike(nvim_ses
     buf = "\n".join(nv.lua(f"return {LINES}")) + "\n"
     assert buf == want
     ast.parse(buf)
+
+
+TYPED = ("from typing import Any\n"
+         "from typing import (\n"
+         "    Callable,\n"
+         "    Sequence,\n"
+         ")\n\n\n"
+         "def first(items: Sequence[Any], key: Callable[[Any], int]) -> Any:\n"
+         "    return min(items, key=key)\n")
+
+
+@pytest.mark.slow
+def test_a_name_imported_from_another_module_leaves_the_older_import_on_tab(nvim_session: Any) -> None:
+    """The user imports ``Sequence`` from ``collections.abc`` while ``typing`` still gives it: the next edit shows
+    the older import's row of that name as the one to go, and <Tab> deletes it, leaving the file parsing with
+    each name imported once."""
+    import ast
+
+    nv: Nvim = nvim_session(width=WIDTH, height=20)
+    nv.lua(COUNT_ANSWERS)
+    nv.open("first.py", TYPED)
+    nv.lua("vim.api.nvim_buf_set_lines(0, 0, 0, true, ...)", ["from collections.abc import Sequence"])
+    nv.lua("vim.api.nvim_win_set_cursor(0, { 1, 0 })")
+    nv.request("nvim_command", "EditEngineNextEdit")
+    nv.wait(SHOWN, "the next edit")
+    nv.wait_screen(lambda f: any(drawn_with(nv, row, OLD).strip() == "Sequence," for row in f),
+                   "the older import's row shown going")
+    nv.keys("<Tab>")
+    buf = "\n".join(nv.lua(f"return {LINES}")) + "\n"
+    assert buf == "from collections.abc import Sequence\n" + TYPED.replace("    Sequence,\n", "")
+    ast.parse(buf)

@@ -10,8 +10,9 @@ benchmark's rule around a target). Structure first, model second:
    the patterns' rules, and tree rules anti-unified from the changed rows); every place where one applies again
    is found (``propagate.candidates``, tree-sitter for calls and definitions). The edits group into hunks (edits
    on adjacent rows are one hunk, as a diff tool would show them); the first hunk after the cursor is proposed,
-   else the nearest one before it that renames a name left dangling (``bindings``: behind the cursor, where the
-   user has passed, a repeated change is one they did not make): one edit at a time, as editors present them,
+   else the nearest one before it that renames a name left dangling (``bindings``) or takes a name the history
+   imported anew out of an older import (behind the cursor, where the user has passed, a repeated change is one
+   they did not make): one edit at a time, as editors present them,
    however far (a front end shows the way to one off screen). A hunk whose edit would add a syntax error
    (tree-sitter, and Python's own parser for Python) is skipped. When the document has none and no region was
    given, the other open documents the front end sent (``others``: name -> text, the most relevant first) are
@@ -233,7 +234,10 @@ def _first_hunk(region: propagate.Region, rules: list[propagate.Rule], cursor: i
 
     def dangling(h: Hunk) -> bool:
         """Behind the cursor, where the user has passed, only what the code needs is proposed: a rename, in code,
-        of a name the document binds nowhere any more (a repeated change there is one the user did not make)."""
+        of a name the document binds nowhere any more, or an import of a name the history imported anew (a
+        repeated change there is one the user did not make)."""
+        if all(e.kind == "import" for e in h.edits):
+            return True
         if not all(e.kind == "rename" and patterns.is_identifier(region.text[e.start : e.end])
                    and not propagate.quoted(region, e.start) for e in h.edits):
             return False

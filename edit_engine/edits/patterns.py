@@ -322,9 +322,9 @@ def analyse(history: list[str], document: str, language: str = "python") -> Anal
     a.renames = _renames(a, imports, language)
     a.gone = _gone(a.changes, document, {x.old for x in a.renames})
     a.aliases = _aliases(a.changes)[-MAX_NAMED:]
-    listed = {id(c) for c in a.changes if id(c) in imports or _in_import(c)}
-    a.imported = {n for c in a.changes for x in c.added for n in _imported(x, id(c) in listed)} - \
-        {n for c in a.changes for x in c.removed for n in _imported(x, id(c) in listed)}
+    listed = {id(c) for c in a.changes if id(c) in imports or in_import_list(c)}
+    a.imported = {n for c in a.changes for x in c.added for n in imported_names(x, id(c) in listed)} - \
+        {n for c in a.changes for x in c.removed for n in imported_names(x, id(c) in listed)}
     for c in a.changes:
         if id(c) in listed:
             continue
@@ -407,9 +407,9 @@ def _renames(an: Analysis, imports: set[int] | None = None, language: str = "pyt
         gone = {defined_name(x) for x in c.removed} - {defined_name(x) for x in c.added} - {None}
         came = {defined_name(x) for x in c.added} - {defined_name(x) for x in c.removed} - {None}
         _note_swap(found, {str(x) for x in gone}, {str(x) for x in came})
-    listed = {id(c) for c in chs if id(c) in (imports or set()) or _in_import(c)}
-    removed = {n for c in chs for x in c.removed for n in _imported(x, id(c) in listed)}
-    added = {n for c in chs for x in c.added for n in _imported(x, id(c) in listed)}
+    listed = {id(c) for c in chs if id(c) in (imports or set()) or in_import_list(c)}
+    removed = {n for c in chs for x in c.removed for n in imported_names(x, id(c) in listed)}
+    added = {n for c in chs for x in c.added for n in imported_names(x, id(c) in listed)}
     _note_swap(found, removed - added, added - removed)
     return [Rename(o, n, attr, o in keywords) for (o, attr), n in found.items()
             if n is not None and _renamable(o, n, language)]
@@ -516,7 +516,7 @@ def _module_path(row: str, word: str) -> bool:
     if not _IMPORT_ROW.match(row):
         return False
     if row.lstrip().startswith("from "):
-        return word not in _imported(row)
+        return word not in imported_names(row)
     binds: set[str] = set()
     for part in row.split("import", 1)[1].split(","):
         words = part.split()
@@ -527,7 +527,7 @@ def _module_path(row: str, word: str) -> bool:
     return word not in binds
 
 
-def _in_import(c: Change) -> bool:
+def in_import_list(c: Change) -> bool:
     """The change sits inside a parenthesized ``from m import (...)`` list (its context above opens one)."""
     for row in reversed(c.before):
         if ")" in row:
@@ -553,7 +553,7 @@ def _words_used(line: str) -> set[tuple[str, bool]]:
     return {(t, k > 0 and toks[k - 1] == ".") for k, t in enumerate(toks)}
 
 
-def _imported(line: str, listed: bool = False) -> list[str]:
+def imported_names(line: str, listed: bool = False) -> list[str]:
     """Names a ``from m import ...`` line binds (``x as y`` binds ``y``); with ``listed``, a row of a
     parenthesized import list too (``    name,``). A module import binds a module, which is not renamed into a
     function."""

@@ -26,6 +26,8 @@
   parameter rename; words of three letters or more in strings and comments); a name whose definition the
   history removed leaves the lists it was an item of (``GoneRule``); a newly imported function takes over the
   calls of the one its name extends (``ImportRule``).
+- ``import``: a name the history imported from a module that an older top-level import still binds from
+  another leaves that import (``imports.py``).
 - ``layout``: where the history laid a statement out anew exactly as black does, black's other layout changes
   (``layout.py``).
 
@@ -45,7 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from edit_engine.edits import budget, call_sites, insertions, layout, phrases, rules
+from edit_engine.edits import budget, call_sites, imports, insertions, layout, phrases, rules
 from edit_engine.edits.patterns import (
     CALLS,
     DEFINITIONS,
@@ -80,7 +82,7 @@ from edit_engine.edits.sites import (
 from edit_engine.syntax import positions
 
 REGEX_STEPS = 1_000  # budget steps of compiling a pattern's regular expression (about a third of a millisecond)
-KINDS = ("line", "call", "argument", "alias", "rule", "phrase", "insert", "rename", "layout")
+KINDS = ("line", "call", "argument", "alias", "rule", "phrase", "insert", "rename", "import", "layout")
 MAX_MAPPED = 2  # identifiers a line edit may rename to fit a block (more: a different statement)
 NEAR_ROWS = 3  # an insertion is not proposed where one of its rows already stands this close
 MIN_SAME = 0.5  # share of a block's tokens that must be equal (not renamed) for a line edit to apply
@@ -109,7 +111,8 @@ def _infer(a: Analysis, language: str) -> list[Rule]:
     out += [RenameRule(tuple(a.renames))] if a.renames else []
     out += [GoneRule(frozenset(a.gone))] if a.gone else []
     out += [ImportRule(tuple(sorted(a.imported)))] if a.imported else []
-    return out + rules.infer(a, language) + phrases.infer(a) + insertions.infer(a) + layout.infer(a, language)
+    return out + rules.infer(a, language) + phrases.infer(a) + insertions.infer(a) + imports.infer(a, language) + \
+        layout.infer(a, language)
 
 
 def candidates(r: Region, found: Sequence[Rule], fresh: Sequence[tuple[int, int]] = ()) -> list[Edit]:
