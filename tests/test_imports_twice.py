@@ -87,6 +87,14 @@ def test_imports_made_twice_on_purpose_or_by_a_move_are_left_alone() -> None:
     assert _edits(plain, "import simplejson as json\n" + plain) == "import simplejson as json\n" + plain
 
 
+def test_code_being_typed_elsewhere_does_not_stop_it_but_an_import_being_typed_does() -> None:
+    before = "from typing import Any, Sequence\n\n\ndef f(x: Sequence[Any]) -> None:\n    return (x\n"
+    after = "from collections.abc import Sequence\n" + before
+    assert _edits(before, after) == after.replace("Any, Sequence", "Any")  # the body does not parse yet
+    half = before.replace("Any, Sequence", "Any, Sequence, (")
+    assert _edits(half, "from collections.abc import Sequence\n" + half) == "from collections.abc import Sequence\n" + half
+
+
 def test_the_rule_is_a_kind_of_the_one_machinery_weaker_than_a_rename() -> None:
     assert propagate.KINDS.index("rename") < propagate.KINDS.index("import") < propagate.KINDS.index("layout")
 

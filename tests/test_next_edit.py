@@ -638,6 +638,22 @@ def test_cases_cut_from_a_repository_history(tmp_path: Path) -> None:
         (1, "lines", 2, 2, 0), (2, "lines", 2, 2, 0), (1, "nonblank", 2, 2, 0), (2, "nonblank", 2, 2, 0)]
 
 
+def test_the_target_s_source_says_whether_copying_could_reach_it() -> None:
+    """``target_source``: a target that only deletes, one whose rows stand in the document or the history, one
+    whose tokens do, and one that writes a token found in neither (new code)."""
+    def source(after: str, history: tuple[str, ...] = ()) -> str:
+        doc = "def f(a):\n    x = a + 1\n    return x\n\n\ny = compute(2)\n"
+        case = next_edit_set.NextEditCase("c", doc, 0, history, 0, 3, doc.split("\n\n")[0] + "\n", after)
+        return next_edit_set.target_source(case)
+
+    assert source("def f(a):\n    return a + 1\n") == "tokens"  # its tokens stand in the document, not its row
+    assert source("def f(a):\n    return x\n") == "deletes"
+    assert source("def f(a):\n    x = compute(2)\n    return x\n") == "tokens"
+    assert source("def f(a):\n    y = compute(2)\n    return x\n") == "lines"
+    assert source("def f(a):\n    x = a + 1\n    log(x)\n    return x\n") == "new"
+    assert source("def f(a):\n    x = a + 1\n    log(x)\n    return x\n", ("@@ -1 +1 @@\n-a\n+    log(x)\n",)) == "lines"
+
+
 def test_metrics_follow_the_sets_definition() -> None:
     case = next_edit_set.NextEditCase("c", "a\nb\n", 0, (), 0, 2, "a\nb\n", "a\nc\n")
     assert next_edit_set.exact_match("a  \nc\n", "a\nc\n")

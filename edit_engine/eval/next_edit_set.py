@@ -16,8 +16,9 @@ Scores, as the set's README defines them: exact match of the region (trailing bl
 reference, both taken as line diffs against the region before; no proposal scores 0 on both. Also the share of
 cases with no proposal, the share of proposals that add a syntax error to the file (tree-sitter: errors the
 edit introduced, not ones the file had), and the latency of the call (p50 / p95, and p50 on regions of 20 rows or
-more), split by proposal kind (pattern / model) and pattern kind, and by ``far`` (target over 40 rows below the
-cursor).
+more), split by proposal kind (pattern / model) and pattern kind, by ``far`` (target over 40 rows below the cursor),
+and by where the text the target adds can come from (``target_source``: nothing added, rows or tokens found in
+the document or the history, or new tokens).
 """
 
 from __future__ import annotations
@@ -238,6 +239,29 @@ class Outcome:
     elapsed_ms: float = 0.0
     error: str = ""
     released: bool = False  # the proposal is one of the changes the case's release made (``made_by``)
+    target: str = ""  # where the target's added text can come from (``target_source``)
+
+
+TARGET_SOURCES = ("deletes", "lines", "tokens", "new")
+_TOKEN = re.compile(r"\w+|\S")
+
+
+def target_source(c: NextEditCase) -> str:
+    """Where the text the case's target adds can come from, as an engine that copies could find it:
+    ``deletes`` (it adds no row that is not blank), ``lines`` (each row it adds stands, stripped, in the
+    document or in a row of the history), ``tokens`` (each token it adds stands in one of them), else ``new``
+    (it writes a token found in neither: new code, which only a model can write)."""
+    old, new = c.region_before.splitlines(), c.region_after.splitlines()
+    added = [x for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+             if tag in ("replace", "insert") for x in new[j1:j2] if x.strip()]
+    if not added:
+        return "deletes"
+    history = [x[1:] for d in c.history for x in d.splitlines() if x[:1] in ("+", "-", " ")]
+    rows = {x.strip() for x in c.document.splitlines()} | {x.strip() for x in history}
+    if all(x.strip() in rows for x in added):
+        return "lines"
+    known = set(_TOKEN.findall(c.document)) | {t for x in history for t in _TOKEN.findall(x)}
+    return "tokens" if all(t in known for x in added for t in _TOKEN.findall(x)) else "new"
 
 
 def made_by(document: str, start: int, end: int, text: str, final: str) -> bool:
@@ -271,7 +295,7 @@ def run(cases: list[NextEditCase], fill: Filler, on_result: Callable[[Outcome], 
     ``finals``: case id -> the file as the case's release left it (``made_by``), where known."""
     out = []
     for c in cases:
-        o = Outcome(c.case_id, c.far, c.last - c.first)
+        o = Outcome(c.case_id, c.far, c.last - c.first, target=target_source(c))
         p, o.error, o.elapsed_ms = timed(fill, c)
         if p is not None:
             o.proposed, o.kind, o.patterns = True, p.kind, list(p.patterns)
@@ -300,8 +324,9 @@ def _group(outcomes: list[Outcome], n: int) -> dict[str, float]:
 
 
 def summary(benchmark: str, fill: str, outcomes: list[Outcome], finals: int = 0) -> dict[str, Any]:
-    """The figures over all cases, by proposal kind, by pattern kinds, and near / far; ``finals``: the cases
-    whose release's file is known (``released`` counts the proposals that are one of its changes)."""
+    """The figures over all cases, by proposal kind, by pattern kinds, near / far and by what the target adds
+    (``target_source``); ``finals``: the cases whose release's file is known (``released`` counts the proposals
+    that are one of its changes)."""
     n = len(outcomes)
     ms = [o.elapsed_ms for o in outcomes]
     long = [o.elapsed_ms for o in outcomes if o.rows >= LONG_REGION]
@@ -319,6 +344,8 @@ def summary(benchmark: str, fill: str, outcomes: list[Outcome], finals: int = 0)
                        for k in patterns},
         "near": _group([o for o in outcomes if not o.far], len([o for o in outcomes if not o.far])),
         "far": _group([o for o in outcomes if o.far], len([o for o in outcomes if o.far])),
+        "by_target": {k: _group(g, len(g)) for k in TARGET_SOURCES
+                      if (g := [o for o in outcomes if o.target == k])},
     }
 
 
@@ -350,4 +377,5 @@ def table(s: dict[str, Any]) -> str:
     rows += [_row(f"  kind {k}", g, made) for k, g in s["by_kind"].items()]
     rows += [_row(f"  pattern {k}", g, made) for k, g in s["by_pattern"].items()]
     rows += [_row("near", s["near"], made), _row("far", s["far"], made)]
+    rows += [_row(f"target adds: {k}", g, made) for k, g in s.get("by_target", {}).items()]
     return "\n".join(rows)
