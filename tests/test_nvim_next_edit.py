@@ -298,6 +298,18 @@ CALLS = ("def f(a, b):\n"
          "    return other\n")
 
 
+def edit_and_ask(nv: Nvim, name: str, text: str, rows: tuple[int, int], new: list[str],
+                 cursor: tuple[int, int]) -> None:
+    """Open ``text`` as ``name``, replace its rows ``[a, b)`` by ``new`` as an edit of the user's, put the cursor
+    at ``cursor`` (row from 1, column from 0), ask for the next edit and wait until it is shown."""
+    nv.lua(COUNT_ANSWERS)
+    nv.open(name, text)
+    nv.lua(f"vim.api.nvim_buf_set_lines(0, {rows[0]}, {rows[1]}, true, ...)", new)
+    nv.lua(f"vim.api.nvim_win_set_cursor(0, {{ {cursor[0]}, {cursor[1]} }})")
+    nv.request("nvim_command", "EditEngineNextEdit")
+    nv.wait(SHOWN, "the next edit")
+
+
 @pytest.mark.slow
 def test_a_call_wrapped_as_black_does_then_tab_wraps_the_next_one_alike(nvim_session: Any) -> None:
     """The user wraps a long call the way black writes it (its arguments on a row of their own, the bracket
@@ -305,14 +317,9 @@ def test_a_call_wrapped_as_black_does_then_tab_wraps_the_next_one_alike(nvim_ses
     import ast
 
     nv: Nvim = nvim_session(width=110, height=20)
-    nv.lua(COUNT_ANSWERS)
-    nv.open("calls.py", CALLS)
     wrapped = ["    result = compute_total(",
                "        first_argument_value, second_argument_value, third_argument_value", "    )"]
-    nv.lua("vim.api.nvim_buf_set_lines(0, 1, 2, true, ...)", wrapped)  # as an edit from the user
-    nv.lua("vim.api.nvim_win_set_cursor(0, { 4, 4 })")
-    nv.request("nvim_command", "EditEngineNextEdit")
-    nv.wait(SHOWN, "the next edit")
+    edit_and_ask(nv, "calls.py", CALLS, (1, 2), wrapped, (4, 4))
     nv.wait_screen(lambda f: any(drawn_with(nv, row, NEW).rstrip() == "    other = compute_total(" for row in f),
                    "the wrap on screen")
     nv.keys("<Tab>")
@@ -343,12 +350,7 @@ def test_a_name_imported_from_another_module_leaves_the_older_import_on_tab(nvim
     import ast
 
     nv: Nvim = nvim_session(width=WIDTH, height=20)
-    nv.lua(COUNT_ANSWERS)
-    nv.open("first.py", TYPED)
-    nv.lua("vim.api.nvim_buf_set_lines(0, 0, 0, true, ...)", ["from collections.abc import Sequence"])
-    nv.lua("vim.api.nvim_win_set_cursor(0, { 1, 0 })")
-    nv.request("nvim_command", "EditEngineNextEdit")
-    nv.wait(SHOWN, "the next edit")
+    edit_and_ask(nv, "first.py", TYPED, (0, 0), ["from collections.abc import Sequence"], (1, 0))
     nv.wait_screen(lambda f: any(drawn_with(nv, row, OLD).strip() == "Sequence," for row in f),
                    "the older import's row shown going")
     nv.keys("<Tab>")
