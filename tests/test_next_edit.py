@@ -677,3 +677,19 @@ def test_a_row_with_a_long_run_of_blanks_costs_linear_time(tiny_engine: Engine, 
     assert time.perf_counter() - t0 < 2.0
     assert patterns._alias_value("  a.b(c) ;  # note") == "a.b(c)"
     assert patterns._LISTED.match("x" + " " * blanks + "y") is None
+
+
+def test_no_pattern_edit_while_the_user_writes_new_code() -> None:
+    """A rename to carry, but the last diff also wrote a function of words found nowhere else in the file: the
+    user is writing new code, and the rename's repeat is withheld; the same rename alone is proposed."""
+    v0 = "def total(items):\n    count = 0\n    for item in items:\n        count += item\n    return count\n"
+    v1 = v0.replace("    count = 0\n", "    subtotal = 0\n", 1)
+    written = v1 + "\n\ndef shipping_fee(weight, distance):\n    return weight * distance * RATE\n"
+    for doc, writing in ((v1, False), (written, True)):
+        history = [diff(v0, doc)]
+        a = patterns.analyse(history, doc)
+        assert (a.new_names >= ne_mod.NEW_NAMES) is writing
+        r = ne_mod.next_edit(None, ne_mod.check_request(doc, doc.index("subtotal"), history), use_model=False)
+        assert (r is None) is writing
+        if not writing:
+            assert r is not None and r.patterns == ("rename",) and "subtotal += item" in r.text

@@ -14,9 +14,13 @@ benchmark's rule around a target). Structure first, model second:
    imported anew out of an older import (behind the cursor, where the user has passed, a repeated change is one
    they did not make): one edit at a time, as editors present them,
    however far (a front end shows the way to one off screen). A hunk whose edit would add a syntax error
-   (tree-sitter, and Python's own parser for Python) is skipped. When the document has none and no region was
-   given, the other open documents the front end sent (``others``: name -> text, the most relevant first) are
-   searched the same way, each from its top, by the rules that hold across files (``propagate.for_elsewhere``);
+   (tree-sitter, and Python's own parser for Python) is skipped. No pattern edit is proposed in the document
+   while the user writes new code: when the last diff wrote ``NEW_NAMES`` words or more that stand nowhere else
+   in the file (``patterns.Analysis.new_names``), their next change there is more of it, not a repeat of the
+   history (on the release histories such proposals were right in 4 of 32). When the document has none and no
+   region was given, the other open documents the front end sent (``others``: name -> text, the most relevant
+   first) are searched the same way, each from its top, by the rules that hold across files
+   (``propagate.for_elsewhere``; a rename carried to the files that use it is still due while new code is written);
    the proposal names its document. With ``others_first`` (the user moved to another file, which has no history
    of its own) they come before it.
 2. **Model.** Where no pattern applies, the model rewrites the row most likely to change next (the first after
@@ -54,6 +58,7 @@ MAX_REGION_ROWS = 400  # a larger region given by a front end is refused (a regi
 MAX_HISTORY = 64  # diffs in a history (the analysis reads the last ``patterns.MAX_DIFFS``)
 MAX_HUNKS_TRIED = 4  # pattern hunks checked against the parse before giving up on patterns
 MAX_OTHERS = 16  # other open documents a request may send
+NEW_NAMES = 3  # words the last diff wrote that stand nowhere else in the file: the user is writing new code
 # Nats per token the model's rewrite must gain over the row as it stands. Set on the development set
 # (``edit-engine eval --benchmark next-edit-history``: 169 cases cut from this repository's history, never the
 # benchmark): the packaged model's 8 rewrites there that passed the other checks were all wrong, with gains up to
@@ -408,7 +413,8 @@ def pattern_stage(rt: Runtime | None, req: Request,
             doc = rt.document(req.document, req.language, None) if rt is not None else \
                 syntax.Document.parse(req.document, req.language)
             timings["analyse"] = (time.perf_counter() - t0) * 1e3
-            h = None if first else propose_pattern(req, doc, analysis)
+            writing = analysis.new_names >= NEW_NAMES  # new code: the history's repeats are not the next change
+            h = None if first or writing else propose_pattern(req, doc, analysis)
         timings["patterns"] = (time.perf_counter() - t0) * 1e3 - timings["analyse"]
         name = None
         if h is None and req.anywhere and req.others:
@@ -417,7 +423,7 @@ def pattern_stage(rt: Runtime | None, req: Request,
             timings["elsewhere"] = (time.perf_counter() - t1) * 1e3
             if got is not None:
                 name, h = got
-        if h is None and first:
+        if h is None and first and not writing:
             with budget.scope(limit, "next edit", should_stop):
                 h = propose_pattern(req, doc, analysis)
     except budget.Stopped:

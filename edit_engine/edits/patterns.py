@@ -58,6 +58,7 @@ RENAME_SIMILARITY = 0.5  # a line pair's token similarity (difflib ratio) below 
 
 # Words (identifiers, numbers as written, version strings) and single punctuation marks: what edits are compared in.
 WORD = re.compile(r"[^\W\d]\w*|\d[\d_]*(?:\.\d+)*(?:[eE][-+]?\d+)?[A-Za-z]*")
+_NAME = re.compile(r"[^\W\d]\w*")
 TOKEN = re.compile(WORD.pattern + r"|[^\w\s]")
 _IDENT = re.compile(r"[^\W\d]\w*")
 _HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -285,6 +286,7 @@ class Analysis:
     assigned: list[tuple[str, str, str]] = field(default_factory=list)  # new assignments: name, indentation, value
     pairs: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # id(change) -> its ``line_pairs``
     rules: dict[str, Any] = field(default_factory=dict)  # language -> the rules inferred (``propagate.infer``)
+    new_names: int = 0  # words the last diff wrote that stand nowhere else in the document (``_new_names``)
 
     def pairs_of(self, c: Change) -> list[tuple[str, str]]:
         """``line_pairs`` of a change, computed once."""
@@ -333,7 +335,22 @@ def analyse(history: list[str], document: str, language: str = "python") -> Anal
         a.assigned += [(m.group(2), m.group(1), m.group(3).strip()) for x in c.added
                        if (m := _ASSIGN.match(x)) and m.group(2) not in was]
     a.assigned = a.assigned[-MAX_NAMED:]
+    a.new_names = _new_names(a.changes, document)
     return a
+
+
+def _new_names(chs: list[Change], document: str) -> int:
+    """The words (identifiers, and words of strings and comments) that the last diff's added rows hold and that
+    stand nowhere else: not in the document's other rows, not in the rows that diff removed. Many of them say
+    the user is writing new code rather than repeating a change."""
+    last = [c for c in chs if c.diff == chs[-1].diff] if chs else []
+    if not last:
+        return 0
+    budget.spend(1 + len(document) // 64)
+    fresh = {r for c in last for r in range(c.new_line, c.new_line + len(c.added))}
+    known = {m.group() for k, row in enumerate(document.splitlines()) if k not in fresh for m in _NAME.finditer(row)}
+    known |= {m.group() for c in last for x in c.removed for m in _NAME.finditer(x)}
+    return len({m.group() for c in last for x in c.added for m in _NAME.finditer(x)} - known)
 
 
 def line_pairs(removed: tuple[str, ...], added: tuple[str, ...]) -> list[tuple[str, str]]:
