@@ -18,10 +18,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from edit_engine.edits import budget
-from edit_engine.edits.patterns import Analysis, Change, imported_names, in_import_list
+from edit_engine.edits.patterns import Analysis, Change, import_source, imported_names, in_import_list
 from edit_engine.edits.sites import Edit, Region, Rule, node_span, node_text
-
-_FROM = re.compile(r"^\s*from\s+([\w.]+)\s+import\b")
 
 
 def infer(a: Analysis, language: str) -> list[Rule]:
@@ -36,19 +34,13 @@ def infer(a: Analysis, language: str) -> list[Rule]:
 def _sources(c: Change) -> list[tuple[str, str]]:
     """(name, module) of each name an added row of the change imports."""
     listed = in_import_list(c)
-    module = ""
-    if listed:  # the module of the parenthesized list the change stands in
-        for row in reversed(c.before):
-            m = _FROM.match(row)
-            if m:
-                module = m.group(1)
-                break
+    # The module of the parenthesized list the change stands in.
+    module = next((m for row in reversed(c.before) if (m := import_source(row))), "") if listed else ""
     out: list[tuple[str, str]] = []
     for row in c.added:
-        m = _FROM.match(row)
-        names = imported_names(row, listed and m is None)
-        if m is not None or module:
-            out += [(n, m.group(1) if m is not None else module) for n in names]
+        source = import_source(row)
+        if source is not None or module:
+            out += [(n, source or module) for n in imported_names(row, listed and source is None)]
     return out
 
 

@@ -237,7 +237,7 @@ def _first_hunk(region: propagate.Region, rules: list[propagate.Rule], cursor: i
     found = hunks(region, propagate.resolve(propagate.candidates(region, rules, fresh)))
     names: list[frozenset[str] | None] = []  # the names the document binds, read once when asked
 
-    def dangling(h: Hunk) -> bool:
+    def needed(h: Hunk) -> bool:
         """Behind the cursor, where the user has passed, only what the code needs is proposed: a rename, in code,
         of a name the document binds nowhere any more, or an import of a name the history imported anew (a
         repeated change there is one the user did not make)."""
@@ -251,7 +251,7 @@ def _first_hunk(region: propagate.Region, rules: list[propagate.Rule], cursor: i
         bound = names[0]
         return bound is not None and not any(region.text[e.start : e.end] in bound for e in h.edits)
 
-    for h in order_hunks(found, cursor, dangling)[:MAX_HUNKS_TRIED]:
+    for h in order_hunks(found, cursor, needed)[:MAX_HUNKS_TRIED]:
         if h.text == region.text[h.start : h.end]:
             continue
         if region.doc.tree is not None and repair.check(region.doc, h.start, h.end, h.text).errors:

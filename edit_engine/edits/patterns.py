@@ -555,7 +555,7 @@ def in_import_list(c: Change) -> bool:
 
 
 _ASSIGN = re.compile(r"^([ \t]*)([^\W\d]\w*)\s*(?::[^=]*)?=(?!=)([^#]*)")
-_IMPORT = re.compile(r"^\s*from\s+[\w.]+\s+import\s+\(?([^#]*)")
+_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+\(?([^#]*)")
 _LISTED = re.compile(r"^\s*([^\W\d]\w*(?:\s+as\s+[^\W\d]\w*)?)\s*(?:,\s*)?(?:#.*)?$")
 
 
@@ -570,6 +570,12 @@ def _words_used(line: str) -> set[tuple[str, bool]]:
     return {(t, k > 0 and toks[k - 1] == ".") for k, t in enumerate(toks)}
 
 
+def import_source(line: str) -> str | None:
+    """The module a ``from m import ...`` line imports from (``m``, ``.utils``), else None."""
+    m = _IMPORT.match(line)
+    return m.group(1) if m else None
+
+
 def imported_names(line: str, listed: bool = False) -> list[str]:
     """Names a ``from m import ...`` line binds (``x as y`` binds ``y``); with ``listed``, a row of a
     parenthesized import list too (``    name,``). A module import binds a module, which is not renamed into a
@@ -578,7 +584,8 @@ def imported_names(line: str, listed: bool = False) -> list[str]:
     if m is None:
         return []
     out = []
-    for part in m.group(1).rstrip(" )\\").split(","):
+    listing = m.group(2) if m.re is _IMPORT else m.group(1)
+    for part in listing.rstrip(" )\\").split(","):
         words = part.split()
         if words:
             name = words[-1] if len(words) == 3 and words[1] == "as" else words[0]
